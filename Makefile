@@ -1,0 +1,32 @@
+# Two commands on a fresh machine: `make test` and `make train`.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: test test-slow train bench lint clean
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[test]'
+	touch $(STAMP)
+
+test: $(STAMP)
+	JAX_PLATFORMS=cpu $(BIN)/python -m pytest -q
+
+test-slow: $(STAMP)
+	JAX_PLATFORMS=cpu $(BIN)/python -m pytest -q -m slow
+
+train: $(STAMP)
+	$(BIN)/ondevice-rl train --env CartPole-v1 --total-timesteps 500000 --seed 0 --out runs/cartpole
+
+bench: $(STAMP)
+	$(BIN)/ondevice-rl bench --quick
+
+lint: $(STAMP)
+	$(BIN)/ruff check ondevice_rl envs train tests
+	$(BIN)/ruff format --check ondevice_rl envs train tests
+
+clean:
+	rm -rf $(VENV) runs .pytest_cache

@@ -1,0 +1,115 @@
+"""Behaviour layered over one unbatched environment.
+
+Typical stack: ``EpisodeStats(AutoReset(env))``, then ``jax.vmap`` over a batch
+of keys/states for a vector of environments::
+
+    env = EpisodeStats(AutoReset(env))
+    obs, state = jax.vmap(env.reset, in_axes=(0, None))(keys, params)    # [B, ...]
+    ts = jax.vmap(env.step, in_axes=(0, 0, 0, None))(keys, state, action, params)
+"""
+
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from ondevice_rl.types import Environment, TimeStep
+
+
+class Wrapper(Environment):
+    """Delegates everything to the wrapped environment."""
+
+    def __init__(self, env: Environment):
+        self.env = env
+        self.name = env.name
+        self.stochastic_step = env.stochastic_step
+
+    def default_params(self) -> Any:
+        return self.env.default_params()
+
+    def reset(self, key, params):
+        return self.env.reset(key, params)
+
+    def step(self, key, state, action, params) -> TimeStep:
+        return self.env.step(key, state, action, params)
+
+    def observation_space(self, params):
+        return self.env.observation_space(params)
+
+    def action_space(self, params):
+        return self.env.action_space(params)
+
+    @property
+    def unwrapped(self) -> Environment:
+        return getattr(self.env, "unwrapped", self.env)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.env!r})"
+
+
+def _select(pred: jax.Array, on_true: Any, on_false: Any) -> Any:
+    return jax.tree.map(lambda a, b: jnp.where(pred, a, b), on_true, on_false)
+
+
+class AutoReset(Wrapper):
+    """Starts a new episode inside ``step`` when one ends.
+
+    The returned ``obs``/``state`` belong to the new episode; ``terminated`` and
+    ``truncated`` describe the step just taken, and ``info["final_obs"]`` holds
+    the observation reached before the reset, so a learner can bootstrap from
+    it on truncation.
+    """
+
+    def step(self, key, state, action, params) -> TimeStep:
+        if self.stochastic_step:
+            key, reset_key = jax.random.split(key)
+        else:
+            # The dynamics ignore the key, so the reset may use it as is: one
+            # PRNG split less per environment per step.
+            reset_key = key
+        ts = self.env.step(key, state, action, params)
+        done = jnp.logical_or(ts.terminated, ts.truncated)
+        reset_obs, reset_state = self.env.reset(reset_key, params)
+        return ts._replace(
+            obs=jnp.where(done, reset_obs, ts.obs),
+            state=_select(done, reset_state, ts.state),
+            info={**ts.info, "final_obs": ts.obs},
+        )
+
+
+class EpisodeStatsState(NamedTuple):
+    env_state: Any
+    episode_return: jax.Array  # [] float32, running return of this episode
+    episode_length: jax.Array  # [] int32, running length of this episode
+
+
+class EpisodeStats(Wrapper):
+    """Tracks the running return and length of each episode.
+
+    ``info["episode_return"]`` / ``info["episode_length"]`` hold the totals of
+    the episode that ended at this step and are only meaningful where
+    ``info["episode_done"]`` is True. Wrap an ``AutoReset`` env (or read the
+    values before resetting yourself).
+    """
+
+    def reset(self, key, params):
+        obs, env_state = self.env.reset(key, params)
+        return obs, EpisodeStatsState(env_state, jnp.float32(0.0), jnp.int32(0))
+
+    def step(self, key, state, action, params) -> TimeStep:
+        ts = self.env.step(key, state.env_state, action, params)
+        done = jnp.logical_or(ts.terminated, ts.truncated)
+        ep_return = state.episode_return + ts.reward
+        ep_length = state.episode_length + 1
+        new_state = EpisodeStatsState(
+            env_state=ts.state,
+            episode_return=jnp.where(done, 0.0, ep_return),
+            episode_length=jnp.where(done, 0, ep_length),
+        )
+        info = {
+            **ts.info,
+            "episode_done": done,
+            "episode_return": ep_return,
+            "episode_length": ep_length,
+        }
+        return ts._replace(state=new_state, info=info)

@@ -1,0 +1,1 @@
+"""Algorithms, their fused training loops, sweeps, recipes, bench and CLI."""
