@@ -1,0 +1,106 @@
+"""Actor-critic networks (flax.linen) and the policy distributions they feed.
+
+Networks work on one observation or a batch: shapes ``[..., obs_dim]`` in,
+``[..., num_actions]`` (or ``[..., action_dim]``) and ``[...]`` out.
+"""
+
+from collections.abc import Sequence
+from typing import NamedTuple
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+ACTIVATIONS = {"tanh": nn.tanh, "relu": nn.relu, "gelu": nn.gelu}
+
+
+def _dense(features: int, scale: float) -> nn.Dense:
+    return nn.Dense(
+        features, kernel_init=nn.initializers.orthogonal(scale), bias_init=nn.zeros
+    )
+
+
+class MLP(nn.Module):
+    """Hidden layers with orthogonal(√2) init, then a linear head."""
+
+    hidden: Sequence[int]
+    out: int
+    out_scale: float
+    activation: str = "tanh"
+
+    @nn.compact
+    def __call__(self, x: jax.Array) -> jax.Array:
+        act = ACTIVATIONS[self.activation]
+        for width in self.hidden:
+            x = act(_dense(width, np.sqrt(2))(x))
+        return _dense(self.out, self.out_scale)(x)
+
+
+class PolicyOutput(NamedTuple):
+    """``logits`` ``[..., A]`` (discrete) or Gaussian ``mean`` ``[..., A]`` with
+    ``log_std`` ``[A]`` (continuous; ``log_std`` is None for discrete)."""
+
+    logits_or_mean: jax.Array
+    log_std: jax.Array | None
+    value: jax.Array  # [...]
+
+
+class ActorCritic(nn.Module):
+    """Separate actor and critic MLPs evaluated in one call.
+
+    For continuous actions the log standard deviation is a learned,
+    state-independent vector.
+    """
+
+    action_dim: int
+    continuous: bool
+    hidden: Sequence[int] = (64, 64)
+    activation: str = "tanh"
+
+    def setup(self):
+        self.actor = MLP(self.hidden, self.action_dim, 0.01, self.activation)
+        self.critic = MLP(self.hidden, 1, 1.0, self.activation)
+        if self.continuous:
+            self.log_std = self.param("log_std", nn.zeros, (self.action_dim,))
+
+    def __call__(self, obs: jax.Array) -> PolicyOutput:
+        log_std = self.log_std if self.continuous else None
+        return PolicyOutput(self.actor(obs), log_std, self.value(obs))
+
+    def value(self, obs: jax.Array) -> jax.Array:
+        """Critic only: ``[..., obs_dim] -> [...]``."""
+        return self.critic(obs)[..., 0]
+
+
+# --- distributions -------------------------------------------------------------
+# Written on the two parameterisations we need, so log-probabilities stay free of
+# gathers (a gather's gradient is a scatter, slow on CPU) and vmap cleanly.
+
+
+def sample_action(key: jax.Array, pi: PolicyOutput) -> jax.Array:
+    """Samples ``[...]`` int32 (discrete) or ``[..., A]`` float (continuous)."""
+    if pi.log_std is None:
+        return jax.random.categorical(key, pi.logits_or_mean).astype(jnp.int32)
+    noise = jax.random.normal(key, pi.logits_or_mean.shape)
+    return pi.logits_or_mean + jnp.exp(pi.log_std) * noise
+
+
+def log_prob(pi: PolicyOutput, action: jax.Array) -> jax.Array:
+    """Log-probability ``[...]`` of ``action`` under ``pi``."""
+    if pi.log_std is None:
+        logp_all = jax.nn.log_softmax(pi.logits_or_mean)
+        num_actions = pi.logits_or_mean.shape[-1]
+        return jnp.sum(logp_all * jax.nn.one_hot(action, num_actions), axis=-1)
+    z = (action - pi.logits_or_mean) * jnp.exp(-pi.log_std)
+    per_dim = -0.5 * z**2 - pi.log_std - 0.5 * jnp.log(2 * jnp.pi)
+    return jnp.sum(per_dim, axis=-1)
+
+
+def entropy(pi: PolicyOutput) -> jax.Array:
+    """Entropy ``[...]`` of ``pi``."""
+    if pi.log_std is None:
+        logp_all = jax.nn.log_softmax(pi.logits_or_mean)
+        return -jnp.sum(jnp.exp(logp_all) * logp_all, axis=-1)
+    per_dim = pi.log_std + 0.5 * jnp.log(2 * jnp.pi * jnp.e)
+    return jnp.broadcast_to(jnp.sum(per_dim), pi.value.shape)

@@ -1,0 +1,194 @@
+"""PPO fused into one program: rollout → GAE → epochs × minibatches, scanned.
+
+``make_train(config)`` returns ``train(key, hyperparams, env_params=None)``, a
+pure function safe to ``jax.jit`` and ``jax.vmap``. ``make_trainer(config)``
+exposes the same program in pieces (``init``, ``update``, ``run``) so a host
+loop can run it as a few compiled segments with the state left on device.
+"""
+
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import optax
+
+from ondevice_rl import envs
+from ondevice_rl.gae import gae
+from ondevice_rl.networks import ActorCritic
+from ondevice_rl.rollout import RolloutState, Transition, batch_reset, rollout
+from ondevice_rl.spaces import Box
+from ondevice_rl.wrappers import AutoReset, EpisodeStats
+from ondevice_rl.train.ppo.config import Hyperparams, PPOConfig
+from ondevice_rl.train.ppo.loss import LossStats, Minibatch, ppo_loss
+
+
+class TrainState(NamedTuple):
+    """Everything the loop carries; arrays only."""
+
+    params: Any
+    opt_state: Any
+    rollout: RolloutState
+    update_step: jax.Array  # [] int32, updates done so far
+    last_return: jax.Array  # [] mean return of the latest finished episodes
+    last_length: jax.Array  # [] their mean length
+
+
+class TrainOutput(NamedTuple):
+    state: TrainState
+    metrics: dict  # name -> [num_updates] float32
+
+
+class Trainer(NamedTuple):
+    """The fused program in pieces. All functions are pure.
+
+    ``init(key, hp, env_params) -> TrainState``;
+    ``update(state, hp, env_params) -> (state, metrics)`` does one rollout and
+    its optimisation; ``run(state, hp, env_params, num_updates)`` scans
+    ``update`` (``num_updates`` is static).
+    """
+
+    config: PPOConfig
+    env: Any
+    default_env_params: Any
+    network: ActorCritic
+    init: Callable
+    update: Callable
+    run: Callable
+
+
+METRIC_NAMES = ("episode_return", "episode_length", "episodes") + LossStats._fields
+
+
+def _masked_mean(x: jax.Array, mask: jax.Array, fallback: jax.Array) -> jax.Array:
+    count = mask.sum()
+    mean = jnp.where(mask, x, 0.0).sum() / jnp.maximum(count, 1)
+    return jnp.where(count > 0, mean, fallback).astype(jnp.float32)
+
+
+def make_trainer(config: PPOConfig) -> Trainer:
+    env, default_env_params = envs.make(config.env)
+    action_space = env.action_space(default_env_params)
+    continuous = isinstance(action_space, Box)
+    action_dim = action_space.shape[0] if continuous else action_space.n
+    obs_shape = env.observation_space(default_env_params).shape
+    env = EpisodeStats(AutoReset(env))
+    network = ActorCritic(action_dim, continuous, config.hidden, config.activation)
+    if continuous:
+        low, high = action_space.low, action_space.high
+
+        def to_env_action(action):
+            return jnp.clip(action, low, high)
+    else:
+
+        def to_env_action(action):
+            return action
+
+    updates_per_opt_step = config.update_epochs * config.num_minibatches
+
+    def optimizer(hp: Hyperparams) -> optax.GradientTransformation:
+        def learning_rate(count):
+            if not config.anneal_lr:
+                return hp.learning_rate
+            done = (count // updates_per_opt_step).astype(jnp.float32)
+            return hp.learning_rate * (1.0 - done / config.num_updates)
+
+        return optax.chain(
+            optax.clip_by_global_norm(hp.max_grad_norm),
+            optax.adam(learning_rate, eps=1e-5),
+        )
+
+    def init(key, hp: Hyperparams, env_params=None) -> TrainState:
+        env_params = default_env_params if env_params is None else env_params
+        net_key, env_key, key = jax.random.split(key, 3)
+        params = network.init(net_key, jnp.zeros(obs_shape, jnp.float32))
+        rollout_state = batch_reset(env, env_params, env_key, config.num_envs)
+        rollout_state = rollout_state._replace(key=key)
+        zero = jnp.float32(0.0)
+        return TrainState(
+            params, optimizer(hp).init(params), rollout_state, jnp.int32(0), zero, zero
+        )
+
+    def optimise(params, opt_state, traj: Transition, adv, targets, key, hp):
+        tx = optimizer(hp)
+        flat = Minibatch(traj.obs, traj.action, traj.log_prob, traj.value, adv,
+                         targets)
+        flat = jax.tree.map(
+            lambda x: x.reshape((config.batch_size,) + x.shape[2:]), flat
+        )
+
+        def minibatch_step(carry, batch: Minibatch):
+            params, opt_state = carry
+            grads, stats = jax.grad(ppo_loss, argnums=1, has_aux=True)(
+                network.apply, params, batch, hp
+            )
+            updates, opt_state = tx.update(grads, opt_state, params)
+            return (optax.apply_updates(params, updates), opt_state), stats
+
+        def epoch(carry, epoch_key):
+            perm = jax.random.permutation(epoch_key, config.batch_size)
+            shuffled = jax.tree.map(
+                lambda x: jnp.take(x, perm, axis=0).reshape(
+                    (config.num_minibatches, config.minibatch_size) + x.shape[1:]
+                ),
+                flat,
+            )
+            return jax.lax.scan(minibatch_step, carry, shuffled)
+
+        keys = jax.random.split(key, config.update_epochs)
+        (params, opt_state), stats = jax.lax.scan(epoch, (params, opt_state), keys)
+        return params, opt_state, jax.tree.map(jnp.mean, stats)
+
+    def update(state: TrainState, hp: Hyperparams, env_params=None):
+        env_params = default_env_params if env_params is None else env_params
+        rollout_state, traj = rollout(
+            env, env_params, network.apply, state.params, state.rollout,
+            config.num_steps, to_env_action,
+        )
+        next_values = network.apply(state.params, traj.final_obs,
+                                    method=ActorCritic.value)
+        adv, targets = gae(traj.reward, traj.value, next_values, traj.terminated,
+                           traj.truncated, hp.gamma, hp.gae_lambda)
+        key, opt_key = jax.random.split(rollout_state.key)
+        params, opt_state, stats = optimise(
+            state.params, state.opt_state, traj, adv, targets, opt_key, hp
+        )
+        done = traj.episode_done
+        last_return = _masked_mean(traj.episode_return, done, state.last_return)
+        last_length = _masked_mean(traj.episode_length, done, state.last_length)
+        metrics = {
+            "episode_return": last_return,
+            "episode_length": last_length,
+            "episodes": done.sum().astype(jnp.float32),
+            **stats._asdict(),
+        }
+        new_state = TrainState(
+            params, opt_state, rollout_state._replace(key=key),
+            state.update_step + 1, last_return, last_length,
+        )
+        return new_state, metrics
+
+    def run(state: TrainState, hp: Hyperparams, env_params=None, num_updates=1):
+        def body(state, _):
+            return update(state, hp, env_params)
+
+        return jax.lax.scan(body, state, None, length=num_updates)
+
+    return Trainer(config, env, default_env_params, network, init, update, run)
+
+
+def make_train(config: PPOConfig) -> Callable[..., TrainOutput]:
+    """``train(key, hyperparams, env_params=None) -> TrainOutput``, pure.
+
+    ``TrainOutput.metrics[name]`` has shape ``[num_updates]`` (with leading
+    population axes under ``vmap``).
+    """
+    trainer = make_trainer(config)
+
+    def train(key, hyperparams: Hyperparams, env_params=None) -> TrainOutput:
+        state = trainer.init(key, hyperparams, env_params)
+        state, metrics = trainer.run(state, hyperparams, env_params,
+                                     config.num_updates)
+        return TrainOutput(state, metrics)
+
+    return train
