@@ -1,0 +1,5 @@
+"""Placeholder: ``ondevice-rl bench`` is being written."""
+
+
+def add_subcommands(subparsers) -> None:
+    pass

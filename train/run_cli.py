@@ -1,0 +1,5 @@
+"""Placeholder: subcommands are being written."""
+
+
+def add_subcommands(subparsers) -> None:
+    pass
