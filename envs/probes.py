@@ -1,0 +1,114 @@
+"""Probe environments: tiny MDPs whose true values are known in closed form.
+
+In the spirit of bsuite's probes, each isolates one piece of a learner so a
+bug shows up as a wrong number rather than as slow learning:
+
+* ``Probe-OneStep-v0`` (``ProbeOneStep``): the value network can fit a
+  constant. ``V([1.0]) = 1``.
+* ``Probe-TwoStep-v0`` (``ProbeTwoStep``): discounting and bootstrapping
+  across a step. ``V([0.0]) = gamma``, ``V([1.0]) = 1``.
+* ``Probe-Truncation-v0`` (``ProbeTruncation``): time limits are truncation,
+  not termination. ``V([1.0]) = 1 / (1 - gamma)`` under correct bootstrapping
+  from ``info["final_obs"]``; a learner that treats the time limit as a
+  terminal state sees at most 5 rewards per episode and learns ``V < 5``.
+
+All have a ``Discrete(2)`` action space that has no effect, a ``[1]``
+observation and deterministic dynamics; their state is just the step count.
+"""
+
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from ondevice_rl.spaces import Box, Discrete
+from ondevice_rl.types import Environment
+
+#: Time limit of the probes that end on their own; never reached.
+LONG_EPISODE = 1_000_000
+
+
+class ProbeParams(NamedTuple):
+    max_steps: jax.Array
+
+
+class ProbeState(NamedTuple):
+    time: jax.Array  # [] int32, steps taken this episode
+
+
+class _Probe(Environment):
+    """Shared plumbing: the state is the step count, actions are ignored."""
+
+    max_steps: int = LONG_EPISODE
+
+    def default_params(self) -> ProbeParams:
+        return ProbeParams(max_steps=jnp.int32(self.max_steps))
+
+    def reset(self, key, params):
+        state = ProbeState(jnp.int32(0))
+        return self.observe(state, params), state
+
+    def observe(self, state, params):
+        return jnp.ones((1,), jnp.float32)
+
+    def observation_space(self, params):
+        return Box(0.0, 1.0, (1,), jnp.float32)
+
+    def action_space(self, params):
+        return Discrete(2)
+
+
+class ProbeOneStep(_Probe):
+    """Observation ``[1.0]``, any action, reward +1, terminates after 1 step.
+
+    Expected value: ``V([1.0]) = 1`` for any discount. Catches a value head or
+    loss that cannot fit a constant target.
+    """
+
+    name = "Probe-OneStep-v0"
+
+    def transition(self, key, state, action, params):
+        return state, jnp.float32(1.0), jnp.bool_(True)
+
+
+class ProbeTwoStep(_Probe):
+    """Observation ``[0.0]`` then ``[1.0]``; reward 0 then +1; 2 steps.
+
+    Expected values with discount ``gamma``: ``V([0.0]) = gamma`` and
+    ``V([1.0]) = 1``. Catches a wrong discount or bootstrapping that crosses
+    (or fails to cross) a step.
+    """
+
+    name = "Probe-TwoStep-v0"
+
+    def transition(self, key, state, action, params):
+        second = state.time >= 1
+        reward = jnp.where(second, 1.0, 0.0).astype(jnp.float32)
+        return state, reward, second
+
+    def observe(self, state, params):
+        # [0.] at the first step, [1.] at the second (and at the terminal one).
+        return jnp.minimum(state.time, 1).astype(jnp.float32).reshape(1)
+
+
+class ProbeTruncation(_Probe):
+    """Observation ``[1.0]``, reward +1 every step, never terminates.
+
+    The time limit ``max_steps`` (5) truncates every episode. Since the
+    observation is constant, the true value is that of the endless MDP:
+    ``V([1.0]) = 1 / (1 - gamma)`` (100 for gamma = 0.99, 10 for gamma = 0.9),
+    and a learner that bootstraps from ``info["final_obs"]`` on truncation
+    converges to it. A learner that treats truncation as termination regresses
+    on returns of at most 5 rewards instead: for gamma = 0.99 it converges to
+    about 2.96 (Monte Carlo, GAE lambda = 1) up to 4.81 (TD(0), the fixed point
+    ``1 / (1 - 0.8 gamma)``); for gamma = 0.9, 2.63 to 3.57. Note that value
+    learning approaches ``1 / (1 - gamma)`` on a time scale of about
+    ``1 / (1 - gamma)`` bootstrapping rounds, so a test with few updates
+    should use a small gamma (e.g. 0.9) or check ``V > 5``.
+    """
+
+    name = "Probe-Truncation-v0"
+    max_steps = 5
+
+    def transition(self, key, state, action, params):
+        return state, jnp.float32(1.0), jnp.bool_(False)
