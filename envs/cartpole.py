@@ -77,9 +77,8 @@ class CartPole(Environment):
             theta_dot=state.theta_dot + p.tau * theta_acc,
             time=state.time,
         )
-        terminated = (
-            (jnp.abs(new.x) > p.x_threshold)
-            | (jnp.abs(new.theta) > p.theta_threshold_radians)
+        terminated = (jnp.abs(new.x) > p.x_threshold) | (
+            jnp.abs(new.theta) > p.theta_threshold_radians
         )
         return new, jnp.float32(1.0), terminated
 

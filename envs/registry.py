@@ -31,8 +31,7 @@ def make(name: str, **kwargs: Any) -> tuple[Environment, Any]:
         close = difflib.get_close_matches(name, _REGISTRY, n=3, cutoff=0.4)
         hint = f" Did you mean: {', '.join(close)}?" if close else ""
         raise KeyError(
-            f"unknown environment {name!r}.{hint} "
-            f"Registered: {', '.join(names())}."
+            f"unknown environment {name!r}.{hint} Registered: {', '.join(names())}."
         )
     env = _REGISTRY[name](**kwargs)
     return env, env.default_params()

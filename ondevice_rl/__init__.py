@@ -9,12 +9,11 @@ from ondevice_rl._xla import ensure_cpu_scheduler_flag
 
 ensure_cpu_scheduler_flag()
 
+from ondevice_rl import envs  # noqa: E402  (envs builds on the core above)
+from ondevice_rl.envs import make  # noqa: E402
 from ondevice_rl.spaces import Box, Discrete  # noqa: E402
 from ondevice_rl.types import Environment, TimeStep  # noqa: E402
 from ondevice_rl.wrappers import AutoReset, EpisodeStats, Wrapper  # noqa: E402
-
-from ondevice_rl import envs  # noqa: E402  (envs builds on the core above)
-from ondevice_rl.envs import make  # noqa: E402
 
 __all__ = [
     "AutoReset",

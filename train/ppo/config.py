@@ -59,13 +59,19 @@ class PPOConfig:
     max_grad_norm: float = 0.5
 
     def __post_init__(self):
-        positive = ("total_timesteps", "num_envs", "num_steps", "update_epochs",
-                    "num_minibatches")
+        positive = (
+            "total_timesteps",
+            "num_envs",
+            "num_steps",
+            "update_epochs",
+            "num_minibatches",
+        )
         for name in positive:
             value = getattr(self, name)
             if not isinstance(value, int) or value <= 0:
-                raise ValueError(f"PPOConfig.{name} must be a positive int, got "
-                                 f"{value!r}")
+                raise ValueError(
+                    f"PPOConfig.{name} must be a positive int, got {value!r}"
+                )
         if self.batch_size % self.num_minibatches:
             raise ValueError(
                 f"num_envs * num_steps = {self.batch_size} is not divisible by "

@@ -18,9 +18,9 @@ from ondevice_rl.gae import gae
 from ondevice_rl.networks import ActorCritic
 from ondevice_rl.rollout import RolloutState, Transition, batch_reset, rollout
 from ondevice_rl.spaces import Box
-from ondevice_rl.wrappers import AutoReset, EpisodeStats
 from ondevice_rl.train.ppo.config import Hyperparams, PPOConfig
 from ondevice_rl.train.ppo.loss import LossStats, Minibatch, ppo_loss
+from ondevice_rl.wrappers import AutoReset, EpisodeStats
 
 
 class TrainState(NamedTuple):
@@ -111,8 +111,7 @@ def make_trainer(config: PPOConfig) -> Trainer:
 
     def optimise(params, opt_state, traj: Transition, adv, targets, key, hp):
         tx = optimizer(hp)
-        flat = Minibatch(traj.obs, traj.action, traj.log_prob, traj.value, adv,
-                         targets)
+        flat = Minibatch(traj.obs, traj.action, traj.log_prob, traj.value, adv, targets)
         flat = jax.tree.map(
             lambda x: x.reshape((config.batch_size,) + x.shape[2:]), flat
         )
@@ -142,13 +141,26 @@ def make_trainer(config: PPOConfig) -> Trainer:
     def update(state: TrainState, hp: Hyperparams, env_params=None):
         env_params = default_env_params if env_params is None else env_params
         rollout_state, traj = rollout(
-            env, env_params, network.apply, state.params, state.rollout,
-            config.num_steps, to_env_action,
+            env,
+            env_params,
+            network.apply,
+            state.params,
+            state.rollout,
+            config.num_steps,
+            to_env_action,
         )
-        next_values = network.apply(state.params, traj.final_obs,
-                                    method=ActorCritic.value)
-        adv, targets = gae(traj.reward, traj.value, next_values, traj.terminated,
-                           traj.truncated, hp.gamma, hp.gae_lambda)
+        next_values = network.apply(
+            state.params, traj.final_obs, method=ActorCritic.value
+        )
+        adv, targets = gae(
+            traj.reward,
+            traj.value,
+            next_values,
+            traj.terminated,
+            traj.truncated,
+            hp.gamma,
+            hp.gae_lambda,
+        )
         key, opt_key = jax.random.split(rollout_state.key)
         params, opt_state, stats = optimise(
             state.params, state.opt_state, traj, adv, targets, opt_key, hp
@@ -163,8 +175,12 @@ def make_trainer(config: PPOConfig) -> Trainer:
             **stats._asdict(),
         }
         new_state = TrainState(
-            params, opt_state, rollout_state._replace(key=key),
-            state.update_step + 1, last_return, last_length,
+            params,
+            opt_state,
+            rollout_state._replace(key=key),
+            state.update_step + 1,
+            last_return,
+            last_length,
         )
         return new_state, metrics
 
@@ -187,8 +203,7 @@ def make_train(config: PPOConfig) -> Callable[..., TrainOutput]:
 
     def train(key, hyperparams: Hyperparams, env_params=None) -> TrainOutput:
         state = trainer.init(key, hyperparams, env_params)
-        state, metrics = trainer.run(state, hyperparams, env_params,
-                                     config.num_updates)
+        state, metrics = trainer.run(state, hyperparams, env_params, config.num_updates)
         return TrainOutput(state, metrics)
 
     return train

@@ -50,9 +50,12 @@ def ppo_loss(
     value_clipped = batch.value + jnp.clip(
         pi.value - batch.value, -hp.clip_eps, hp.clip_eps
     )
-    value_loss = 0.5 * jnp.maximum(
-        (pi.value - batch.target) ** 2, (value_clipped - batch.target) ** 2
-    ).mean()
+    value_loss = (
+        0.5
+        * jnp.maximum(
+            (pi.value - batch.target) ** 2, (value_clipped - batch.target) ** 2
+        ).mean()
+    )
 
     ent = entropy(pi).mean()
     total = pg_loss + hp.vf_coef * value_loss - hp.ent_coef * ent
