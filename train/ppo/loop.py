@@ -104,9 +104,10 @@ def make_trainer(config: PPOConfig) -> Trainer:
         params = network.init(net_key, jnp.zeros(obs_shape, jnp.float32))
         rollout_state = batch_reset(env, env_params, env_key, config.num_envs)
         rollout_state = rollout_state._replace(key=key)
-        zero = jnp.float32(0.0)
+        # NaN means "no episode finished yet"; metrics never report it (below).
+        nan = jnp.float32(jnp.nan)
         return TrainState(
-            params, optimizer(hp).init(params), rollout_state, jnp.int32(0), zero, zero
+            params, optimizer(hp).init(params), rollout_state, jnp.int32(0), nan, nan
         )
 
     def optimise(params, opt_state, traj: Transition, adv, targets, key, hp):
@@ -168,9 +169,19 @@ def make_trainer(config: PPOConfig) -> Trainer:
         done = traj.episode_done
         last_return = _masked_mean(traj.episode_return, done, state.last_return)
         last_length = _masked_mean(traj.episode_length, done, state.last_length)
+        # Until a first episode ends, report the episodes in progress instead.
+        running = rollout_state.env_state
+        reported_return = jnp.where(
+            jnp.isnan(last_return), running.episode_return.mean(), last_return
+        )
+        reported_length = jnp.where(
+            jnp.isnan(last_length),
+            running.episode_length.mean().astype(jnp.float32),
+            last_length,
+        )
         metrics = {
-            "episode_return": last_return,
-            "episode_length": last_length,
+            "episode_return": reported_return,
+            "episode_length": reported_length,
             "episodes": done.sum().astype(jnp.float32),
             **stats._asdict(),
         }
