@@ -1,5 +1,239 @@
-"""Placeholder: subcommands are being written."""
+"""``ondevice-rl sweep``: train a population and rank its settings.
+
+Examples::
+
+    ondevice-rl sweep --env CartPole-v1 --seeds 4 \\
+        --learning-rate 1e-4,3e-4,1e-3 --clip-eps 0.1,0.2 --out runs/sweep
+    ondevice-rl sweep --learning-rate loguniform:1e-5:1e-2 --samples 64
+    ondevice-rl sweep --num-envs 4,8 --env-param length=0.25,0.5,1.0
+
+Every ``Hyperparams`` field has a flag taking a comma list (grid) or
+``uniform:LOW:HIGH`` / ``loguniform:LOW:HIGH`` (random, with ``--samples``);
+static fields (``--num-envs``, ``--num-steps``, ``--hidden 64x64,256x256``,
+...) take comma lists and compile one program per combination. Writes
+``sweep.csv``, ``ranking.csv``, ``curves.npz``, ``curves.png`` and
+``summary.json`` into ``--out`` and prints the ranking. Bad specs exit 2 with
+a one-line error; Ctrl-C writes the members finished so far and exits 130.
+"""
+
+import argparse
+import re
+import sys
+from pathlib import Path
+
+from ondevice_rl import distributed
+from ondevice_rl.train.ppo.config import HYPERPARAM_FIELDS, PPOConfig
+
+PROG = "ondevice-rl sweep"
+_STATIC_FLAGS = {
+    "total_timesteps": int,
+    "num_envs": int,
+    "num_steps": int,
+    "update_epochs": int,
+    "num_minibatches": int,
+    "hidden": "hidden",
+    "activation": str,
+    "anneal_lr": bool,
+    "normalize_obs": bool,
+}
+_RANDOM = re.compile(r"^(uniform|loguniform):([^:]+):([^:]+)$")
+
+
+class CLIError(ValueError):
+    """A bad command line (printed as one line, exit status 2)."""
+
+
+def _number(flag: str, text: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        raise CLIError(f"{flag}: cannot read {text!r} as a number") from None
+
+
+def parse_spec(flag: str, text: str, kind=float):
+    """A flag's value → list of values, or a ``Uniform``/``LogUniform``.
+
+    ``kind`` is ``float``, ``int``, ``bool``, ``str`` or ``"hidden"``
+    (``64x64`` = two layers of 64).
+    """
+    from ondevice_rl.train.sweep import LogUniform, SweepSpecError, Uniform
+
+    text = text.strip()
+    if text.startswith(("uniform", "loguniform")):
+        match = _RANDOM.match(text)
+        if not match:
+            raise CLIError(
+                f"{flag}: expected uniform:LOW:HIGH or loguniform:LOW:HIGH, "
+                f"got {text!r}"
+            )
+        if kind is not float:
+            raise CLIError(f"{flag}: random ranges are only for float values")
+        name, low, high = match.groups()
+        dist = Uniform if name == "uniform" else LogUniform
+        try:
+            return dist(_number(flag, low), _number(flag, high))
+        except SweepSpecError as err:
+            raise CLIError(f"{flag}: {err}") from None
+    items = [t.strip() for t in text.split(",")]
+    if not text or any(not t for t in items):
+        raise CLIError(f"{flag}: empty value in {text!r}")
+    values = []
+    for item in items:
+        if kind is float:
+            values.append(_number(flag, item))
+        elif kind is int:
+            if not re.fullmatch(r"[+-]?\d+", item):
+                raise CLIError(f"{flag}: expected integers, got {item!r}")
+            values.append(int(item))
+        elif kind is bool:
+            if item.lower() not in ("true", "false", "1", "0", "yes", "no"):
+                raise CLIError(f"{flag}: expected true/false, got {item!r}")
+            values.append(item.lower() in ("true", "1", "yes"))
+        elif kind == "hidden":
+            if not re.fullmatch(r"\d+(x\d+)*", item):
+                raise CLIError(f"{flag}: expected widths like 64x64, got {item!r}")
+            values.append(tuple(int(w) for w in item.split("x")))
+        else:
+            values.append(item)
+    return values
+
+
+def parse_seeds(text: str) -> int | list[int]:
+    """``"4"`` → 4 seeds (0..3); ``"0,5,9"`` → those seeds."""
+    if "," in text:
+        return parse_spec("--seeds", text, int)
+    if not re.fullmatch(r"\d+", text.strip()) or int(text) < 1:
+        raise CLIError(f"--seeds: expected a count >= 1 or a comma list, got {text!r}")
+    return int(text)
+
+
+def parse_bytes(text: str) -> int:
+    """``"512M"``, ``"2G"``, ``"1e9"`` → bytes."""
+    match = re.fullmatch(r"\s*([0-9.eE+]+)\s*([kKmMgGtT]?)i?[bB]?\s*", text)
+    if not match:
+        raise CLIError(f"--memory-budget: cannot read {text!r} (e.g. 512M, 2G)")
+    try:
+        number = float(match.group(1))
+    except ValueError:
+        raise CLIError(f"--memory-budget: cannot read {text!r}") from None
+    scale = 1024 ** " KMGT".index(match.group(2).upper() or " ")
+    return int(number * scale)
+
+
+def _flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
 
 
 def add_subcommands(subparsers) -> None:
-    pass
+    parser = subparsers.add_parser(
+        "sweep",
+        help="train a population (vmapped, compiled once per static config)",
+        description=__doc__.split("\n\n")[0],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--env", default="CartPole-v1")
+    parser.add_argument("--seeds", default="1", help="count N (seeds 0..N-1) or list")
+    parser.add_argument("--samples", type=int, help="random draws of the ranges")
+    parser.add_argument("--sample-seed", type=int, default=0)
+    hp = parser.add_argument_group(
+        "hyperparameters", "comma list, uniform:LOW:HIGH or loguniform:LOW:HIGH"
+    )
+    for name in HYPERPARAM_FIELDS:
+        hp.add_argument(_flag(name), metavar="SPEC", dest=f"hp_{name}")
+    static = parser.add_argument_group(
+        "static fields", "comma lists; each combination compiles one program"
+    )
+    for name in _STATIC_FLAGS:
+        static.add_argument(_flag(name), metavar="LIST", dest=f"static_{name}")
+    parser.add_argument(
+        "--env-param",
+        action="append",
+        default=[],
+        metavar="NAME=SPEC",
+        help="env physics values, e.g. length=0.25,0.5,1.0 (repeatable)",
+    )
+    parser.add_argument("--out", default="runs/sweep", help="output directory")
+    parser.add_argument("--chunk-size", type=int, help="members per compiled call")
+    parser.add_argument("--memory-budget", help="bytes per device, e.g. 2G")
+    parser.add_argument("--top", type=int, default=10, help="settings to print/plot")
+    parser.add_argument("--no-progress", action="store_true")
+    distributed.add_arguments(parser)
+    parser.set_defaults(func=run)
+
+
+def _read_args(args) -> dict:
+    """Everything that can be checked without JAX (before multi-host init)."""
+    search, env_params = {}, {}
+    for name in HYPERPARAM_FIELDS:
+        text = getattr(args, f"hp_{name}")
+        if text is not None:
+            search[name] = parse_spec(_flag(name), text, float)
+    for name, kind in _STATIC_FLAGS.items():
+        text = getattr(args, f"static_{name}")
+        if text is not None:
+            search[name] = parse_spec(_flag(name), text, kind)
+    for item in args.env_param:
+        name, sep, text = item.partition("=")
+        if not sep or not name.strip():
+            raise CLIError(f"--env-param: expected NAME=SPEC, got {item!r}")
+        if name.strip() in env_params:
+            raise CLIError(f"--env-param: {name.strip()} given twice")
+        env_params[name.strip()] = parse_spec(f"--env-param {name}", text, float)
+    if args.samples is not None and args.samples < 1:
+        raise CLIError(f"--samples: expected >= 1, got {args.samples}")
+    if args.chunk_size is not None and args.chunk_size < 1:
+        raise CLIError(f"--chunk-size: expected >= 1, got {args.chunk_size}")
+    return {
+        "seeds": parse_seeds(args.seeds),
+        "search": search,
+        "env_params": env_params,
+        "budget": None
+        if args.memory_budget is None
+        else parse_bytes(args.memory_budget),
+    }
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        spec = _read_args(args)
+        distributed.initialize_from_args(args)
+    except (CLIError, ValueError) as err:
+        print(f"{PROG}: error: {err}", file=sys.stderr)
+        return 2
+    from ondevice_rl.train.sweep import SweepSpecError, build_plan, run_plan
+
+    try:
+        plan = build_plan(
+            PPOConfig(env=args.env),
+            spec["seeds"],
+            spec["search"],
+            spec["env_params"],
+            args.samples,
+            args.sample_seed,
+        )
+    except (SweepSpecError, ValueError, KeyError) as err:
+        message = err.args[0] if isinstance(err, KeyError) else err
+        print(f"{PROG}: error: {message}", file=sys.stderr)
+        return 2
+    from ondevice_rl.train.sweep import report
+
+    main = distributed.is_main_process()
+    if main:
+        report.print_plan(plan)
+    result = run_plan(
+        plan,
+        chunk_size=args.chunk_size,
+        memory_budget_bytes=spec["budget"],
+        progress=not args.no_progress,
+    )
+    if main:
+        out = Path(args.out)
+        report.write_outputs(result, out, top=args.top)
+        report.print_result(result, out, top=args.top)
+    if result.interrupted:
+        print(
+            f"interrupted: wrote {len(result.finished)} of {len(plan.members)} members",
+            file=sys.stderr,
+        )
+        return 130
+    return 0

@@ -1,0 +1,85 @@
+"""Populations: PPO sweeps trained as ``jit(vmap(train))``, compiled once per
+static config, chunked to fit memory and sharded over every device.
+
+Example::
+
+    from ondevice_rl.train.ppo import PPOConfig
+    from ondevice_rl.train.sweep import LogUniform, run_sweep
+
+    result = run_sweep(
+        PPOConfig(env="CartPole-v1", total_timesteps=100_000),
+        seeds=4,
+        search={"learning_rate": LogUniform(1e-5, 1e-2), "num_envs": [4, 8]},
+        env_params={"length": [0.25, 0.5, 1.0]},
+        samples=16,
+    )
+    result.best                # SettingSummary of the best setting
+    result.rows()              # one dict per member
+    result.programs_compiled   # 2 (one per num_envs value)
+"""
+
+from ondevice_rl.train.sweep.program import (
+    DEFAULT_CACHE,
+    ChunkPlan,
+    PopulationInputs,
+    Program,
+    ProgramCache,
+    compile_program,
+    estimate_member_bytes,
+    memory_budget,
+    plan_chunks,
+    program_config,
+    stack_inputs,
+    trace_count,
+)
+from ondevice_rl.train.sweep.results import (
+    SCORE_FIELDS,
+    GroupInfo,
+    SettingSummary,
+    SweepResult,
+    format_values,
+    scores,
+)
+from ondevice_rl.train.sweep.run import group_members, run_plan, run_sweep
+from ondevice_rl.train.sweep.space import (
+    STATIC_FIELDS,
+    LogUniform,
+    Member,
+    SweepPlan,
+    SweepSpecError,
+    Uniform,
+    build_plan,
+    env_param_fields,
+)
+
+__all__ = [
+    "DEFAULT_CACHE",
+    "SCORE_FIELDS",
+    "STATIC_FIELDS",
+    "ChunkPlan",
+    "GroupInfo",
+    "LogUniform",
+    "Member",
+    "PopulationInputs",
+    "Program",
+    "ProgramCache",
+    "SettingSummary",
+    "SweepPlan",
+    "SweepResult",
+    "SweepSpecError",
+    "Uniform",
+    "build_plan",
+    "compile_program",
+    "env_param_fields",
+    "estimate_member_bytes",
+    "format_values",
+    "group_members",
+    "memory_budget",
+    "plan_chunks",
+    "program_config",
+    "run_plan",
+    "run_sweep",
+    "scores",
+    "stack_inputs",
+    "trace_count",
+]

@@ -1,0 +1,161 @@
+"""Files and terminal output of a sweep (used by ``ondevice-rl sweep``).
+
+Files written into the output directory:
+
+* ``sweep.csv``: one row per finished member (``SweepResult.rows``);
+* ``ranking.csv``: one row per setting, best first (``SweepResult.ranking``);
+* ``curves.npz``: every member's metrics ``[num_updates]`` and env steps;
+* ``curves.png``: mean ± std over seeds of the best ``top`` settings;
+* ``summary.json``: best setting, groups, programs compiled, wall time.
+"""
+
+import csv
+import json
+from pathlib import Path
+
+import jax
+
+from ondevice_rl.train.sweep.results import SweepResult, _fmt, format_values
+from ondevice_rl.train.sweep.space import SweepPlan
+
+
+def write_ranking(result: SweepResult, path: Path) -> Path:
+    """``ranking.csv``: rank, setting, swept values, seeds and scores."""
+    swept = list(result.plan.swept)
+    columns = [
+        "rank",
+        "setting",
+        *swept,
+        "seeds",
+        "last10_mean",
+        "last10_std",
+        "final_mean",
+        "auc_mean",
+    ]
+    with path.open("w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(columns)
+        for rank, s in enumerate(result.ranking(), 1):
+            writer.writerow(
+                [
+                    rank,
+                    s.setting,
+                    *(_fmt(s.values[k]) for k in swept),
+                    len(s.seeds),
+                    _fmt(s.last10_mean),
+                    _fmt(s.last10_std),
+                    _fmt(s.final_mean),
+                    _fmt(s.auc_mean),
+                ]
+            )
+    return path
+
+
+def write_summary(result: SweepResult, path: Path) -> Path:
+    """``summary.json``: best setting, groups, compile count, timing."""
+    best = result.best
+    summary = {
+        "env": result.plan.base.env,
+        "members": len(result.plan.members),
+        "finished": len(result.finished),
+        "interrupted": result.interrupted,
+        "programs_compiled": result.programs_compiled,
+        "seconds": round(result.seconds, 3),
+        "devices": jax.device_count(),
+        "processes": jax.process_count(),
+        "best": None
+        if best is None
+        else {
+            "values": {k: _fmt(v) for k, v in best.values.items()},
+            "seeds": list(best.seeds),
+            "last10_mean": best.last10_mean,
+            "last10_std": best.last10_std,
+            "final_mean": best.final_mean,
+            "auc_mean": best.auc_mean,
+        },
+        "groups": [
+            {
+                "config": {k: _fmt(v) for k, v in g.config.to_dict().items()},
+                "members": g.members,
+                "chunk_size": g.chunk_size,
+                "num_chunks": g.num_chunks,
+                "compiled": g.compiled,
+                "estimated_bytes_per_member": g.estimated_bytes_per_member,
+                "program_bytes": g.program_bytes,
+            }
+            for g in result.groups
+        ],
+    }
+    path.write_text(json.dumps(summary, indent=2) + "\n")
+    return path
+
+
+def write_outputs(result: SweepResult, out: Path, top: int = 10) -> list[Path]:
+    """Writes every file listed in the module docstring into ``out``."""
+    out.mkdir(parents=True, exist_ok=True)
+    return [
+        result.write_csv(out / "sweep.csv"),
+        write_ranking(result, out / "ranking.csv"),
+        result.write_curves(out / "curves.npz"),
+        result.plot_curves(out / "curves.png", top=top),
+        write_summary(result, out / "summary.json"),
+    ]
+
+
+def print_plan(plan: SweepPlan) -> None:
+    """One line: members, settings, seeds, devices."""
+    from rich.console import Console
+
+    Console(stderr=True).print(
+        f"[bold]{plan.base.env}[/]: {len(plan.members)} members = "
+        f"{plan.num_settings} settings × {len(plan.seeds)} seeds, on "
+        f"{jax.device_count()} device(s) in {jax.process_count()} process(es)"
+    )
+
+
+def print_result(result: SweepResult, out: Path | None = None, top: int = 10) -> None:
+    """The ranking (rich table), the best setting and what was compiled."""
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    if not console.is_terminal:  # a pipe or file: do not squeeze into 80 columns
+        console = Console(width=200)
+    ranking = result.ranking()
+    swept = list(result.plan.swept)
+    table = Table(
+        title=f"{result.plan.base.env} sweep: best {min(top, len(ranking))}"
+        f" of {len(ranking)} settings"
+    )
+    table.add_column("rank", justify="right")
+    for name in swept:
+        table.add_column(name, justify="right")
+    table.add_column("seeds", justify="right")
+    table.add_column("last 10% return", justify="right")
+    table.add_column("final", justify="right")
+    table.add_column("AUC", justify="right")
+    for rank, s in enumerate(ranking[:top], 1):
+        table.add_row(
+            str(rank),
+            *(str(_fmt(s.values[k])) for k in swept),
+            str(len(s.seeds)),
+            f"{s.last10_mean:.1f} ± {s.last10_std:.1f}",
+            f"{s.final_mean:.1f}",
+            f"{s.auc_mean:.1f}",
+        )
+    console.print(table)
+    best = result.best
+    if best is not None:
+        console.print(
+            f"best: {format_values(best.values) or 'base config'} → "
+            f"{best.last10_mean:.1f} ± {best.last10_std:.1f} over "
+            f"{len(best.seeds)} seed(s)"
+        )
+    chunks = ", ".join(
+        f"{g.members}→{g.num_chunks}×{g.chunk_size}" for g in result.groups
+    )
+    console.print(
+        f"{len(result.groups)} group(s) [{chunks}], {result.programs_compiled} "
+        f"program(s) compiled, {result.seconds:.1f} s"
+        + (f"; files in {out}" if out is not None else "")
+    )

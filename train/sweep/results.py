@@ -1,0 +1,216 @@
+"""What a sweep returns: per-member table, ranking of settings, learning curves.
+
+Scores of one member, from its ``episode_return`` curve ``r[0..U-1]`` (mean
+return of the episodes finished during each update's rollout):
+
+* ``final_return``: ``r[U-1]``;
+* ``last10_return``: mean of the last ``ceil(U / 10)`` updates;
+* ``auc``: mean of ``r`` over all updates, i.e. the area under the return
+  curve with training progress scaled to ``[0, 1]`` (comparable across
+  ``total_timesteps``).
+
+Settings (members that differ only by seed) are ranked by the mean of
+``last10_return`` over their seeds.
+"""
+
+import csv
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from ondevice_rl.train.ppo.config import HYPERPARAM_FIELDS
+from ondevice_rl.train.sweep.space import Member, SweepPlan
+
+SCORE_FIELDS = ("final_return", "last10_return", "auc")
+
+
+def scores(returns: np.ndarray) -> dict[str, float]:
+    """``final_return``, ``last10_return``, ``auc`` of a ``[U]`` return curve."""
+    returns = np.asarray(returns, np.float64)
+    tail = max(1, math.ceil(len(returns) / 10))
+    return {
+        "final_return": float(returns[-1]),
+        "last10_return": float(returns[-tail:].mean()),
+        "auc": float(returns.mean()),
+    }
+
+
+class GroupInfo(NamedTuple):
+    """One static config of the sweep and how it was run."""
+
+    index: int
+    config: Any  # PPOConfig (hyperparameters at their defaults)
+    members: int
+    chunk_size: int
+    num_chunks: int
+    compiled: bool  # a new program was compiled for it in this run
+    estimated_bytes_per_member: int
+    program_bytes: int  # XLA memory analysis of one chunk, per device
+
+
+class SettingSummary(NamedTuple):
+    """A setting's scores over its finished seeds (mean and std)."""
+
+    setting: int
+    values: dict  # swept field -> value
+    seeds: tuple[int, ...]
+    last10_mean: float
+    last10_std: float
+    final_mean: float
+    auc_mean: float
+
+
+@dataclass
+class SweepResult:
+    """Outcome of ``run_sweep``; unfinished members (Ctrl-C) have no metrics.
+
+    Attributes:
+        plan: the members and what was swept.
+        metrics: per member, ``{name: [num_updates] array}`` or None.
+        groups: one entry per static config.
+        programs_compiled: programs compiled by this run (0 when all were
+            cached from an earlier run in the process).
+        interrupted: the run was stopped (Ctrl-C) before every member finished.
+        seconds: wall time of the run.
+    """
+
+    plan: SweepPlan
+    metrics: list[dict[str, np.ndarray] | None]
+    groups: list[GroupInfo] = field(default_factory=list)
+    programs_compiled: int = 0
+    interrupted: bool = False
+    seconds: float = 0.0
+
+    @property
+    def finished(self) -> list[Member]:
+        return [m for m in self.plan.members if self.metrics[m.index] is not None]
+
+    def returns(self, member: Member) -> np.ndarray:
+        """``[num_updates]`` episode-return curve of a finished member."""
+        return self.metrics[member.index]["episode_return"]
+
+    def rows(self) -> list[dict[str, Any]]:
+        """One row per finished member: ids, swept values, hyperparameters,
+        env param overrides, seed and scores."""
+        rows = []
+        for m in self.finished:
+            row = {"member": m.index, "setting": m.setting, "seed": m.seed}
+            row.update({name: getattr(m.config, name) for name in HYPERPARAM_FIELDS})
+            row.update(self.plan.setting_values(m))
+            row["num_updates"] = len(self.returns(m))
+            row.update(scores(self.returns(m)))
+            rows.append(row)
+        return rows
+
+    def ranking(self) -> list[SettingSummary]:
+        """Settings with at least one finished seed, best first."""
+        by_setting: dict[int, list[Member]] = {}
+        for m in self.finished:
+            by_setting.setdefault(m.setting, []).append(m)
+        summaries = []
+        for setting, members in by_setting.items():
+            s = [scores(self.returns(m)) for m in members]
+            last10 = np.array([x["last10_return"] for x in s])
+            summaries.append(
+                SettingSummary(
+                    setting,
+                    self.plan.setting_values(members[0]),
+                    tuple(m.seed for m in members),
+                    float(last10.mean()),
+                    float(last10.std()),
+                    float(np.mean([x["final_return"] for x in s])),
+                    float(np.mean([x["auc"] for x in s])),
+                )
+            )
+        return sorted(summaries, key=lambda x: (-x.last10_mean, x.setting))
+
+    @property
+    def best(self) -> SettingSummary | None:
+        """The setting with the highest mean ``last10_return`` over seeds."""
+        ranking = self.ranking()
+        return ranking[0] if ranking else None
+
+    def curves(self) -> dict[int, tuple[np.ndarray, np.ndarray]]:
+        """Per setting: ``(env_steps [U], returns [seeds, U])``."""
+        out: dict[int, list] = {}
+        for m in self.finished:
+            out.setdefault(m.setting, [m.config.batch_size, []])[1].append(
+                self.returns(m)
+            )
+        return {
+            s: (np.arange(1, len(r[0]) + 1) * bs, np.stack(r))
+            for s, (bs, r) in out.items()
+        }
+
+    # --- files --------------------------------------------------------------
+
+    def write_csv(self, path: str | Path) -> Path:
+        """``sweep.csv``: one row per finished member (see ``rows``)."""
+        path = Path(path)
+        rows = self.rows()
+        columns = list(rows[0]) if rows else ["member", "setting", "seed"]
+        with path.open("w", newline="") as f:
+            writer = csv.DictWriter(f, fieldnames=columns)
+            writer.writeheader()
+            for row in rows:
+                writer.writerow({k: _fmt(v) for k, v in row.items()})
+        return path
+
+    def write_curves(self, path: str | Path) -> Path:
+        """``curves.npz``: ``member_<i>_<metric>`` arrays ``[U]`` for every
+        finished member, and ``member_<i>_env_steps``."""
+        arrays = {}
+        for m in self.finished:
+            for name, values in self.metrics[m.index].items():
+                arrays[f"member_{m.index}_{name}"] = values
+            steps = np.arange(1, len(self.returns(m)) + 1) * m.config.batch_size
+            arrays[f"member_{m.index}_env_steps"] = steps
+        np.savez_compressed(path, **arrays)
+        return Path(path)
+
+    def plot_curves(self, path: str | Path, top: int = 10) -> Path:
+        """``curves.png``: mean ± std over seeds of the ``top`` best settings."""
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        curves = self.curves()
+        fig, ax = plt.subplots(figsize=(8, 5), dpi=100)
+        for summary in self.ranking()[:top]:
+            steps, returns = curves[summary.setting]
+            mean, std = returns.mean(0), returns.std(0)
+            label = format_values(summary.values) or "base config"
+            (line,) = ax.plot(steps, mean, lw=1.5, label=label)
+            ax.fill_between(
+                steps, mean - std, mean + std, alpha=0.2, color=line.get_color()
+            )
+        ax.set_xlabel("environment steps")
+        ax.set_ylabel("episode return (mean ± std over seeds)")
+        title = f"{self.plan.base.env}: {len(self.finished)} members"
+        if len(curves) > top:
+            title += f", best {top} of {len(curves)} settings"
+        ax.set_title(title)
+        ax.grid(alpha=0.3)
+        if curves:
+            ax.legend(fontsize=7, loc="best")
+        fig.tight_layout()
+        fig.savefig(path)
+        plt.close(fig)
+        return Path(path)
+
+
+def _fmt(value: Any) -> Any:
+    if isinstance(value, float):
+        return f"{value:.6g}"
+    if isinstance(value, tuple):
+        return "x".join(str(v) for v in value)
+    return value
+
+
+def format_values(values: dict) -> str:
+    """``"learning_rate=0.0003 env.length=0.5"``."""
+    return " ".join(f"{k}={_fmt(v)}" for k, v in values.items())

@@ -1,0 +1,215 @@
+"""Run a sweep plan: group by static config, chunk, shard, train, collect.
+
+Members are grouped by static config (``program_config``); each group gets
+one compiled program, run over equal chunks of its members (see
+``program.py`` for the memory rule), with the chunk's member axis split over
+every device of the mesh. A Ctrl-C stops between chunks' results and the
+members finished so far are returned (``SweepResult.interrupted``).
+"""
+
+import contextlib
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import jax
+from jax.sharding import Mesh
+
+from ondevice_rl import envs
+from ondevice_rl.sharding import make_mesh, mesh_size, pad_leading, padded_size
+from ondevice_rl.train.ppo.config import PPOConfig
+from ondevice_rl.train.sweep.program import (
+    DEFAULT_CACHE,
+    ProgramCache,
+    max_chunk_for,
+    memory_budget,
+    plan_chunks,
+    program_config,
+    stack_inputs,
+    take,
+)
+from ondevice_rl.train.sweep.results import GroupInfo, SweepResult
+from ondevice_rl.train.sweep.space import Member, SweepPlan, build_plan
+
+#: ``on_chunk(result, group_index, chunk_index)`` after each chunk's results.
+ChunkCallback = Callable[[SweepResult, int, int], None]
+
+
+def group_members(members: Sequence[Member]) -> list[tuple[PPOConfig, list[Member]]]:
+    """Members by static config, in order of first appearance."""
+    groups: dict[PPOConfig, list[Member]] = {}
+    for m in members:
+        groups.setdefault(program_config(m.config), []).append(m)
+    return list(groups.items())
+
+
+def _progress(enabled: bool):
+    if not enabled:
+        return contextlib.nullcontext(None)
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+    )
+
+    return Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("members"),
+        TimeElapsedColumn(),
+        transient=False,
+    )
+
+
+def run_plan(
+    plan: SweepPlan,
+    *,
+    chunk_size: int | None = None,
+    memory_budget_bytes: int | None = None,
+    mesh: Mesh | None = None,
+    cache: ProgramCache | None = None,
+    progress: bool = False,
+    on_chunk: ChunkCallback | None = None,
+) -> SweepResult:
+    """Trains every member of ``plan``; see ``run_sweep``."""
+    mesh = make_mesh() if mesh is None else mesh
+    cache = DEFAULT_CACHE if cache is None else cache
+    budget = memory_budget_bytes
+    if budget is None and chunk_size is None:
+        budget = memory_budget(mesh)
+    result = SweepResult(plan, [None] * len(plan.members))
+    compiles_before, start = cache.compiles, time.perf_counter()
+    groups = group_members(plan.members)
+    show = progress and jax.process_index() == 0
+    try:
+        with _progress(show) as bar:
+            task = None
+            if bar is not None:
+                task = bar.add_task("sweep", total=len(plan.members))
+            for g, (config, members) in enumerate(groups):
+                label = f"group {g + 1}/{len(groups)}"
+                if bar is not None:
+                    bar.update(task, description=f"{label}: compiling")
+                compiled_before = cache.compiles
+                program, est = _program_for(
+                    config, len(members), mesh, cache, chunk_size, budget
+                )
+                num_chunks = -(-len(members) // program.chunk_size)
+                result.groups.append(
+                    GroupInfo(
+                        g,
+                        config,
+                        len(members),
+                        program.chunk_size,
+                        num_chunks,
+                        cache.compiles > compiled_before,
+                        est,
+                        program.device_bytes,
+                    )
+                )
+                result.programs_compiled = cache.compiles - compiles_before
+                inputs = stack_inputs(members, envs.make(config.env)[1])
+                for c in range(num_chunks):
+                    if bar is not None:
+                        bar.update(
+                            task, description=f"{label}: chunk {c + 1}/{num_chunks}"
+                        )
+                    lo = c * program.chunk_size
+                    hi = min(lo + program.chunk_size, len(members))
+                    chunk = pad_leading(take(inputs, lo, hi), program.chunk_size)
+                    out = program(chunk)
+                    for j, m in enumerate(members[lo:hi]):
+                        result.metrics[m.index] = {k: v[j] for k, v in out.items()}
+                    if bar is not None:
+                        bar.advance(task, hi - lo)
+                    if on_chunk is not None:
+                        on_chunk(result, g, c)
+            if bar is not None:
+                bar.update(task, description="done")
+    except KeyboardInterrupt:
+        result.interrupted = True
+    result.programs_compiled = cache.compiles - compiles_before
+    result.seconds = time.perf_counter() - start
+    return result
+
+
+def _program_for(config, num_members, mesh, cache, chunk_size, budget):
+    """Picks or compiles the group's program (see ``program.py``)."""
+    num_devices = mesh_size(mesh)
+    if chunk_size is not None:
+        size = min(
+            padded_size(chunk_size, num_devices), padded_size(num_members, num_devices)
+        )
+        max_chunk, est = max_chunk_for(config, mesh, budget or 1 << 62)
+        return cache.get(config, size, mesh), est
+    max_chunk, est = max_chunk_for(config, mesh, budget)
+    program = cache.reusable(config, mesh, num_members, max_chunk)
+    if program is not None:
+        return program, est
+    plan = plan_chunks(num_members, max_chunk, num_devices)
+    program = cache.get(config, plan.chunk_size, mesh)
+    per_device = program.chunk_size // num_devices
+    if program.device_bytes > budget and per_device > 1:
+        # The estimate was too low: size chunks from XLA's own figure instead.
+        measured = program.device_bytes / per_device
+        max_chunk = max(1, int(budget // measured)) * num_devices
+        plan = plan_chunks(num_members, max_chunk, num_devices)
+        program = cache.get(config, plan.chunk_size, mesh)
+    return program, est
+
+
+def run_sweep(
+    config: PPOConfig,
+    seeds: int | Sequence[int] = 1,
+    search: Mapping[str, Any] | None = None,
+    env_params: Mapping[str, Any] | None = None,
+    *,
+    samples: int | None = None,
+    sample_seed: int = 0,
+    chunk_size: int | None = None,
+    memory_budget_bytes: int | None = None,
+    mesh: Mesh | None = None,
+    cache: ProgramCache | None = None,
+    progress: bool = False,
+    on_chunk: ChunkCallback | None = None,
+) -> SweepResult:
+    """Trains a population: every setting of ``search`` × ``env_params``, per seed.
+
+    Args:
+        config: base ``PPOConfig``.
+        seeds: a count ``n`` (seeds ``0..n-1``) or explicit seeds; a member's
+            key is ``jax.random.key(seed)``, as a run trained alone.
+        search: ``PPOConfig`` field → list (grid), ``Uniform``/``LogUniform``
+            (random, hyperparameters only) or scalar. Static fields (shapes,
+            loop lengths) form groups compiled separately.
+        env_params: env params field (e.g. ``"length"``) → the same.
+        samples, sample_seed: number and seed of random draws.
+        chunk_size: members per compiled call; default from the memory rule.
+        memory_budget_bytes: bytes per device for a chunk; default
+            ``memory_budget(mesh)``.
+        mesh: 1-D device mesh for the member axis; default every device of
+            every process (``ondevice_rl.sharding.make_mesh``).
+        cache: compiled programs to reuse; default the process-wide cache.
+        progress: show a rich progress bar (process 0 only).
+        on_chunk: called after each chunk with the partial result.
+
+    Returns:
+        ``SweepResult`` with per-member metrics ``[num_updates]``, a ranking of
+        settings, and how many programs were compiled.
+
+    Raises:
+        SweepSpecError: an invalid search (before anything is compiled).
+    """
+    plan = build_plan(config, seeds, search, env_params, samples, sample_seed)
+    return run_plan(
+        plan,
+        chunk_size=chunk_size,
+        memory_budget_bytes=memory_budget_bytes,
+        mesh=mesh,
+        cache=cache,
+        progress=progress,
+        on_chunk=on_chunk,
+    )

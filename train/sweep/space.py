@@ -1,0 +1,314 @@
+"""Search spaces → the list of population members.
+
+A search maps field names to values:
+
+* a list/tuple → grid values (the grid is the Cartesian product of all lists);
+* ``Uniform(lo, hi)`` / ``LogUniform(lo, hi)`` → random draws: ``samples``
+  settings are drawn (numpy, ``sample_seed``) and crossed with the grid;
+* a scalar → one fixed value.
+
+Fields are ``PPOConfig`` fields: the ``Hyperparams`` ones (traced; any number
+of values share one compiled program) or static ones (``num_envs``,
+``num_steps``, ``hidden``, ``total_timesteps``, ...; each distinct static
+config compiles its own program). Env physics fields (leaves of the env's
+params NamedTuple, e.g. CartPole ``length``) come in a separate mapping and
+are traced too. Every setting is run once per seed.
+"""
+
+import difflib
+import itertools
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, fields
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from ondevice_rl import envs
+from ondevice_rl.networks import ACTIVATIONS
+from ondevice_rl.train.ppo.config import HYPERPARAM_FIELDS, PPOConfig
+
+
+class SweepSpecError(ValueError):
+    """A search specification that cannot be run (one-line message)."""
+
+
+@dataclass(frozen=True)
+class Uniform:
+    """Random values uniform in ``[low, high]``."""
+
+    low: float
+    high: float
+
+    def __post_init__(self):
+        if not (math.isfinite(self.low) and math.isfinite(self.high)):
+            raise SweepSpecError(f"uniform bounds must be finite: {self}")
+        if not self.low < self.high:
+            raise SweepSpecError(f"uniform needs low < high, got {self}")
+
+    def sample(self, rng: np.random.Generator, n: int) -> np.ndarray:
+        return rng.uniform(self.low, self.high, n)
+
+
+@dataclass(frozen=True)
+class LogUniform:
+    """Random values whose logarithm is uniform in ``[log low, log high]``."""
+
+    low: float
+    high: float
+
+    def __post_init__(self):
+        if not (0 < self.low < self.high and math.isfinite(self.high)):
+            raise SweepSpecError(f"loguniform needs 0 < low < high, got {self}")
+
+    def sample(self, rng: np.random.Generator, n: int) -> np.ndarray:
+        return np.exp(rng.uniform(math.log(self.low), math.log(self.high), n))
+
+
+Distribution = Uniform | LogUniform
+
+#: Static config fields that may be swept (each value → its own program).
+STATIC_FIELDS = tuple(
+    f.name for f in fields(PPOConfig) if f.name not in HYPERPARAM_FIELDS + ("env",)
+)
+#: Range checks on hyperparameter values: (low, high, low inclusive).
+_HP_BOUNDS = {
+    "learning_rate": (0.0, math.inf, False),
+    "gamma": (0.0, 1.0, True),
+    "gae_lambda": (0.0, 1.0, True),
+    "clip_eps": (0.0, math.inf, False),
+    "ent_coef": (0.0, math.inf, True),
+    "vf_coef": (0.0, math.inf, True),
+    "max_grad_norm": (0.0, math.inf, False),
+}
+ENV_PREFIX = "env."
+
+
+class Member(NamedTuple):
+    """One trained agent of the population.
+
+    ``config`` carries the member's static fields *and* its hyperparameter
+    values (``config.hyperparams``); ``env_params`` the swept physics values
+    as sorted ``(name, value)`` pairs; ``setting`` numbers the distinct
+    combination of swept values (members differing only by seed share it).
+    """
+
+    index: int
+    setting: int
+    seed: int
+    config: PPOConfig
+    env_params: tuple[tuple[str, float], ...]
+
+
+@dataclass(frozen=True)
+class SweepPlan:
+    """The members to train and what was swept (for tables and plots)."""
+
+    base: PPOConfig
+    members: tuple[Member, ...]
+    swept: tuple[str, ...]  # config fields, then "env.<name>" fields
+    seeds: tuple[int, ...]
+
+    @property
+    def num_settings(self) -> int:
+        return len({m.setting for m in self.members})
+
+    def setting_values(self, member: Member) -> dict[str, Any]:
+        """``{swept field: value}`` of ``member`` (env fields as ``env.<name>``)."""
+        env_values = {ENV_PREFIX + k: v for k, v in member.env_params}
+        return {
+            name: env_values[name]
+            if name.startswith(ENV_PREFIX)
+            else getattr(member.config, name)
+            for name in self.swept
+        }
+
+
+def _unknown(kind: str, name: str, known: Sequence[str]) -> SweepSpecError:
+    close = difflib.get_close_matches(name, known, n=3, cutoff=0.5)
+    hint = f" (did you mean {', '.join(close)}?)" if close else ""
+    return SweepSpecError(f"unknown {kind} {name!r}{hint}; known: {', '.join(known)}")
+
+
+def _as_list(name: str, spec: Any) -> list | Distribution:
+    if isinstance(spec, Uniform | LogUniform):
+        return spec
+    if isinstance(spec, str) or not isinstance(spec, Sequence):
+        return [spec]
+    if len(spec) == 0:
+        raise SweepSpecError(f"{name}: empty list of values")
+    return list(spec)
+
+
+def _check_hp(name: str, value: Any) -> float:
+    try:
+        value = float(value)
+    except (TypeError, ValueError):
+        raise SweepSpecError(f"{name}: {value!r} is not a number") from None
+    low, high, inclusive = _HP_BOUNDS[name]
+    ok = (low <= value if inclusive else low < value) and value <= high
+    if not (math.isfinite(value) and ok):
+        lo = "[" if inclusive else "("
+        raise SweepSpecError(f"{name}={value} is outside {lo}{low}, {high}]")
+    return value
+
+
+def _shortest_float32(value: float) -> float:
+    """The float32 nearest ``value``, written with the fewest digits."""
+    return float(str(np.float32(value)))
+
+
+def _check_dist_bounds(name: str, dist: Distribution) -> None:
+    _check_hp(name, dist.low)
+    _check_hp(name, dist.high)
+
+
+def env_param_fields(env_name: str) -> dict[str, np.dtype]:
+    """Sweepable scalar leaves of an env's params: ``{name: dtype}``."""
+    _, params = envs.make(env_name)
+    if not hasattr(params, "_fields"):
+        return {}
+    return {
+        name: np.asarray(value).dtype
+        for name, value in zip(params._fields, params, strict=True)
+        if np.ndim(value) == 0
+    }
+
+
+def _check_env_value(name: str, value: Any, dtype: np.dtype) -> float | int:
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise SweepSpecError(f"env param {name}: {value!r} is not a number") from None
+    if not math.isfinite(number):
+        raise SweepSpecError(f"env param {name}: {value!r} is not finite")
+    if np.issubdtype(dtype, np.integer):
+        if number != int(number):
+            raise SweepSpecError(f"env param {name} is an integer, got {value!r}")
+        return int(number)
+    return number
+
+
+def _seed_list(seeds: int | Sequence[int]) -> tuple[int, ...]:
+    if isinstance(seeds, int | np.integer):
+        if seeds < 1:
+            raise SweepSpecError(f"seeds must be >= 1, got {seeds}")
+        return tuple(range(int(seeds)))
+    seeds = tuple(int(s) for s in seeds)
+    if not seeds:
+        raise SweepSpecError("empty list of seeds")
+    if len(set(seeds)) != len(seeds):
+        raise SweepSpecError(f"repeated seeds in {list(seeds)}")
+    return seeds
+
+
+def build_plan(
+    config: PPOConfig,
+    seeds: int | Sequence[int] = 1,
+    search: Mapping[str, Any] | None = None,
+    env_params: Mapping[str, Any] | None = None,
+    samples: int | None = None,
+    sample_seed: int = 0,
+) -> SweepPlan:
+    """Expands a search into members: settings (grid × random draws) × seeds.
+
+    Args:
+        config: base configuration (values of unswept fields).
+        seeds: a count ``n`` (seeds ``0..n-1``) or explicit seeds.
+        search: ``PPOConfig`` field → list, ``Uniform``, ``LogUniform`` or
+            scalar. Random ranges are allowed on hyperparameters only.
+        env_params: env params field → the same kinds of values.
+        samples: number of random draws; required iff a random range is given.
+        sample_seed: seed of the numpy generator that draws them.
+
+    Raises:
+        SweepSpecError: unknown field, bad value, or inconsistent request.
+    """
+    search = dict(search or {})
+    env_search = dict(env_params or {})
+    if "env" in search:
+        raise SweepSpecError("env cannot be swept; run one sweep per environment")
+    known = HYPERPARAM_FIELDS + STATIC_FIELDS
+    for name in search:
+        if name not in known:
+            raise _unknown("field", name, known)
+    try:
+        env_fields = env_param_fields(config.env)
+    except KeyError as err:
+        raise SweepSpecError(err.args[0]) from None
+    for name in env_search:
+        if name not in env_fields:
+            raise _unknown(f"{config.env} env param", name, tuple(env_fields))
+
+    grid: dict[str, list] = {}
+    random: dict[str, Distribution] = {}
+    for prefix, spec_map in (("", search), (ENV_PREFIX, env_search)):
+        for name, spec in spec_map.items():
+            key = prefix + name
+            values = _as_list(key, spec)
+            if isinstance(values, list):
+                grid[key] = values
+                continue
+            if prefix:
+                if np.issubdtype(env_fields[name], np.integer):
+                    raise SweepSpecError(f"env param {name} is an integer; give a list")
+            elif name not in HYPERPARAM_FIELDS:
+                raise SweepSpecError(
+                    f"{name} sets shapes or loop lengths; give a list of values, "
+                    "random ranges are for hyperparameters and env params"
+                )
+            else:
+                _check_dist_bounds(name, values)
+            random[key] = values
+    if random and samples is None:
+        raise SweepSpecError(
+            f"random ranges ({', '.join(random)}) need a number of samples "
+            "(--samples N)"
+        )
+    if samples is not None and not random:
+        raise SweepSpecError("samples given but no uniform/loguniform range")
+    if samples is not None and samples < 1:
+        raise SweepSpecError(f"samples must be >= 1, got {samples}")
+
+    draws: list[dict[str, Any]] = [{}]
+    if random:
+        rng = np.random.default_rng(sample_seed)
+        columns = {key: dist.sample(rng, samples) for key, dist in random.items()}
+        draws = [
+            {k: _shortest_float32(col[i]) for k, col in columns.items()}
+            for i in range(samples)
+        ]
+
+    seed_list = _seed_list(seeds)
+    # Fields given one value are fixed changes, not swept dimensions.
+    varied = [k for k in (*grid, *random) if k in random or len(grid[k]) > 1]
+    swept = tuple(k for k in varied if not k.startswith(ENV_PREFIX))
+    swept += tuple(k for k in varied if k.startswith(ENV_PREFIX))
+    members = []
+    grid_points = itertools.product(*grid.values())
+    for setting, (point, draw) in enumerate(itertools.product(grid_points, draws)):
+        values = {**dict(zip(grid, point, strict=True)), **draw}
+        changes, env_values = {}, {}
+        for key, value in values.items():
+            if key.startswith(ENV_PREFIX):
+                name = key[len(ENV_PREFIX) :]
+                env_values[name] = _check_env_value(name, value, env_fields[name])
+            elif key in HYPERPARAM_FIELDS:
+                changes[key] = _check_hp(key, value)
+            elif key == "hidden":
+                changes[key] = (value,) if isinstance(value, int) else tuple(value)
+            else:
+                if key == "activation" and value not in ACTIVATIONS:
+                    raise _unknown("activation", value, tuple(ACTIVATIONS))
+                changes[key] = value
+        try:
+            member_config = config.replace(**changes)
+        except (TypeError, ValueError) as err:
+            shown = ", ".join(f"{k}={v}" for k, v in changes.items())
+            raise SweepSpecError(f"invalid setting {shown}: {err}") from None
+        env_pairs = tuple(sorted(env_values.items()))
+        for seed in seed_list:
+            members.append(
+                Member(len(members), setting, seed, member_config, env_pairs)
+            )
+    return SweepPlan(config, tuple(members), swept, seed_list)
