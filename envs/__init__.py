@@ -1,7 +1,12 @@
 """JAX simulators, adapters and the registry: ``env, params = make(name)``."""
 
+import importlib.util
+from functools import partial
+
 from ondevice_rl.envs.acrobot import Acrobot
+from ondevice_rl.envs.brax_adapter import BraxAdapter
 from ondevice_rl.envs.cartpole import CartPole
+from ondevice_rl.envs.gymnax_adapter import GymnaxAdapter
 from ondevice_rl.envs.mountain_car import MountainCar
 from ondevice_rl.envs.mountain_car_continuous import MountainCarContinuous
 from ondevice_rl.envs.pendulum import Pendulum
@@ -17,9 +22,27 @@ register("Probe-OneStep-v0", ProbeOneStep)
 register("Probe-TwoStep-v0", ProbeTwoStep)
 register("Probe-Truncation-v0", ProbeTruncation)
 
+# Adapters: gymnax (a dependency, imported on first make) and brax (optional,
+# listed only when installed).
+GYMNAX_IDS = (
+    "CartPole-v1",
+    "Acrobot-v1",
+    "MountainCar-v0",
+    "MountainCarContinuous-v0",
+    "Pendulum-v1",
+)
+for _id in GYMNAX_IDS:
+    register(f"gymnax/{_id}", partial(GymnaxAdapter, _id))
+BRAX_NAMES = ("ant", "halfcheetah", "hopper", "humanoid", "inverted_pendulum")
+if importlib.util.find_spec("brax") is not None:
+    for _name in BRAX_NAMES:
+        register(f"brax/{_name}", partial(BraxAdapter, _name))
+
 __all__ = [
     "Acrobot",
+    "BraxAdapter",
     "CartPole",
+    "GymnaxAdapter",
     "MountainCar",
     "MountainCarContinuous",
     "Pendulum",
