@@ -1,0 +1,96 @@
+"""Recipes: the shipped TOML files load; bad keys and values are explained."""
+
+import pytest
+
+from ondevice_rl import envs
+from ondevice_rl.train.ppo import PPOConfig
+from ondevice_rl.train.recipe import (
+    config_from_dict,
+    describe,
+    list_recipes,
+    load_recipe,
+)
+
+GOALS = {"cartpole_ppo": 475.0, "acrobot_ppo": -100.0, "pendulum_ppo": -250.0}
+
+
+def test_shipped_recipes_load():
+    assert set(GOALS) <= set(list_recipes())
+    for name in list_recipes():
+        config = load_recipe(name)
+        assert isinstance(config, PPOConfig)
+        assert config.env in envs.names()
+        assert describe(name)
+
+
+def test_cartpole_recipe_values():
+    config = load_recipe("cartpole_ppo")
+    assert config == PPOConfig(
+        env="CartPole-v1",
+        total_timesteps=500_000,
+        num_envs=4,
+        num_steps=128,
+        update_epochs=4,
+        num_minibatches=4,
+        learning_rate=2.5e-4,
+        gamma=0.99,
+        gae_lambda=0.95,
+        clip_eps=0.2,
+        ent_coef=0.01,
+        vf_coef=0.5,
+        max_grad_norm=0.5,
+        anneal_lr=True,
+    )
+
+
+def test_recipe_from_path_and_coercion(tmp_path):
+    path = tmp_path / "mine.toml"
+    path.write_text(
+        'env = "Acrobot-v1"\ntotal_timesteps = 5e4\nhidden = [32]\ngamma = 1\n'
+    )
+    config = load_recipe(path)
+    assert config.env == "Acrobot-v1" and config.total_timesteps == 50_000
+    assert config.hidden == (32,) and config.gamma == 1.0
+    assert config.num_envs == PPOConfig().num_envs  # default kept
+
+
+def test_unknown_key_lists_valid_keys(tmp_path):
+    path = tmp_path / "typo.toml"
+    path.write_text("num_env = 8\n")
+    with pytest.raises(ValueError, match="unknown key") as info:
+        load_recipe(path)
+    assert "num_envs" in str(info.value) and "learning_rate" in str(info.value)
+
+
+@pytest.mark.parametrize(
+    "values, message",
+    [
+        ({"num_envs": 2.5}, "num_envs must be int"),
+        ({"num_envs": "8"}, "num_envs must be int"),
+        ({"anneal_lr": 1}, "anneal_lr must be bool"),
+        ({"learning_rate": "fast"}, "learning_rate must be float"),
+        ({"hidden": [64, "x"]}, "hidden must be a list of ints"),
+        ({"num_steps": 0}, "num_steps must be a positive int"),
+    ],
+)
+def test_bad_values(values, message):
+    with pytest.raises(ValueError, match=message):
+        config_from_dict(values)
+
+
+def test_unknown_recipe_and_bad_toml(tmp_path):
+    with pytest.raises(FileNotFoundError, match="Did you mean: cartpole_ppo"):
+        load_recipe("cartpole")
+    path = tmp_path / "broken.toml"
+    path.write_text("env = \n")
+    with pytest.raises(ValueError, match="invalid TOML"):
+        load_recipe(path)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(GOALS))
+def test_recipe_reaches_goal(name):
+    from ondevice_rl.train.runner import run_training
+
+    result = run_training(load_recipe(name), seed=0, progress=False)
+    assert result.final_return >= GOALS[name], result.final_return

@@ -1,0 +1,126 @@
+"""Recipes: TOML files of ``PPOConfig`` fields, shipped in ``train/recipes/``.
+
+A recipe is a flat table whose keys are ``PPOConfig`` field names::
+
+    # CartPole-v1 with CleanRL's PPO settings.
+    env = "CartPole-v1"
+    total_timesteps = 500_000
+    num_envs = 4
+
+Missing keys keep ``PPOConfig``'s defaults. Integer fields accept integral
+floats (``5e5``); ``hidden`` is a list of ints. The first ``#`` line is the
+recipe's one-line description; the rest of the leading comment records how it
+was measured.
+"""
+
+import dataclasses
+import difflib
+from pathlib import Path
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10
+    import tomli as tomllib
+
+from ondevice_rl.train.ppo import PPOConfig
+
+RECIPE_DIR = Path(__file__).with_name("recipes")
+_DEFAULTS = {f.name: f.default for f in dataclasses.fields(PPOConfig)}
+
+
+def list_recipes() -> list[str]:
+    """Names of the shipped recipes (file stems in ``train/recipes/``), sorted."""
+    return sorted(p.stem for p in RECIPE_DIR.glob("*.toml"))
+
+
+def recipe_path(name_or_path: str | Path) -> Path:
+    """A shipped recipe's file, or ``name_or_path`` itself if it is a file.
+
+    Raises:
+        FileNotFoundError: neither; the message lists the shipped recipes.
+    """
+    path = Path(name_or_path)
+    if path.is_file():
+        return path
+    if path.parent == Path(".") and path.suffix in ("", ".toml"):
+        shipped = RECIPE_DIR / f"{path.stem}.toml"
+        if shipped.is_file():
+            return shipped
+    names = list_recipes()
+    close = difflib.get_close_matches(str(name_or_path), names, n=3, cutoff=0.4)
+    hint = f" Did you mean: {', '.join(close)}?" if close else ""
+    raise FileNotFoundError(
+        f"unknown recipe {str(name_or_path)!r}.{hint} "
+        f"Shipped recipes: {', '.join(names)}."
+    )
+
+
+def describe(name_or_path: str | Path) -> str:
+    """The recipe's one-line description: its first ``#`` comment line."""
+    for line in recipe_path(name_or_path).read_text().splitlines():
+        if line.startswith("#"):
+            return line.lstrip("#").strip()
+        if line.strip():
+            break
+    return ""
+
+
+def _coerce(name: str, value, where: str):
+    default = _DEFAULTS[name]
+    bad = ValueError(f"{where}: {name} must be {type(default).__name__}, got {value!r}")
+    if isinstance(default, bool):
+        if not isinstance(value, bool):
+            raise bad
+    elif isinstance(default, int):
+        if isinstance(value, float) and value.is_integer():
+            value = int(value)
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise bad
+    elif isinstance(default, float):
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise bad
+        value = float(value)
+    elif isinstance(default, tuple):
+        if not isinstance(value, list | tuple) or not all(
+            isinstance(x, int) and not isinstance(x, bool) for x in value
+        ):
+            raise ValueError(f"{where}: {name} must be a list of ints, got {value!r}")
+        value = tuple(value)
+    elif not isinstance(value, type(default)):
+        raise bad
+    return value
+
+
+def config_from_dict(values: dict, where: str = "recipe") -> PPOConfig:
+    """``PPOConfig`` from a mapping of field names (checked and coerced).
+
+    Raises:
+        ValueError: unknown key (the message lists the valid ones), wrong type,
+            or a value ``PPOConfig`` rejects.
+    """
+    unknown = sorted(set(values) - set(_DEFAULTS))
+    if unknown:
+        raise ValueError(
+            f"{where}: unknown key(s) {', '.join(unknown)}; valid keys: "
+            f"{', '.join(_DEFAULTS)}"
+        )
+    fields = {k: _coerce(k, v, where) for k, v in values.items()}
+    try:
+        return PPOConfig(**fields)
+    except ValueError as e:
+        raise ValueError(f"{where}: {e}") from None
+
+
+def load_recipe(name_or_path: str | Path) -> PPOConfig:
+    """Reads a shipped recipe (by name, e.g. ``"cartpole_ppo"``) or a TOML file.
+
+    Raises:
+        FileNotFoundError: no such recipe.
+        ValueError: invalid TOML or keys/values (see ``config_from_dict``).
+    """
+    path = recipe_path(name_or_path)
+    try:
+        values = tomllib.loads(path.read_text())
+    except tomllib.TOMLDecodeError as e:
+        raise ValueError(f"recipe {path}: invalid TOML: {e}") from None
+    return config_from_dict(values, where=f"recipe {path.name}")
