@@ -1,0 +1,113 @@
+"""``ondevice-rl train``, ``envs`` and ``recipes``, run in-process via main()."""
+
+import json
+
+import pytest
+
+from ondevice_rl.train.artifacts import read_metrics
+from ondevice_rl.train.cli import build_parser, main
+from ondevice_rl.train.run_cli import _build_config, compilation_cache_dir
+
+
+@pytest.fixture(autouse=True)
+def _no_persistent_cache(monkeypatch):
+    # Keep the tests from writing to ~/.cache.
+    monkeypatch.setenv("ONDEVICE_RL_CACHE_DIR", "off")
+
+
+def test_train_writes_run_files(tmp_path, capsys):
+    out = tmp_path / "cp"
+    # Same config as tests/test_runner.py (8 updates of 4 x 128 steps); its
+    # 2-update segment program is reused when both files run in one process.
+    argv = "train --env CartPole-v1 --total-timesteps 4096 --seed 1 --segments 4"
+    rc = main([*argv.split(), "--out", str(out), "--no-progress"])
+    assert rc == 0
+    stdout = capsys.readouterr().out
+    for word in ("compile", "run", "steps/s", "final return", str(out)):
+        assert word in stdout
+
+    info = json.loads((out / "config.json").read_text())
+    assert info["config"]["env"] == "CartPole-v1" and info["seed"] == 1
+    assert info["status"] == "finished" and info["segments"] == [2, 2, 2, 2]
+    assert set(info["hyperparams"]) >= {"learning_rate", "gamma", "clip_eps"}
+    assert info["jax"]["backend"] == "cpu"
+
+    rows = read_metrics(out / "metrics.jsonl")
+    assert len(rows) == 8
+    steps = [r["env_steps"] for r in rows]
+    assert steps == sorted(set(steps)) and steps[-1] == 8 * 512
+    for row in rows:
+        assert {"update", "env_steps", "episode_return", "total_loss"} <= set(row)
+        assert isinstance(row["episode_return"], float)
+    assert (out / "curve.png").read_bytes()[:4] == b"\x89PNG"
+    assert (out / "checkpoint").is_dir()
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--env", "CartPol"], "unknown environment 'CartPol'. Did you mean"),
+        (["--recipe", "cartpol"], "unknown recipe 'cartpol'. Did you mean"),
+        (["--num-envs", "0"], "num_envs must be a positive int"),
+        (["--total-timesteps", "-5"], "total_timesteps must be a positive int"),
+        (["--num-minibatches", "3"], "not divisible"),
+        (["--segments", "0"], "--segments must be positive"),
+        (["--total-timesteps", "many"], "not an integer"),
+    ],
+)
+def test_bad_train_input_is_one_line_and_exit_2(argv, message, capsys):
+    try:
+        rc = main(["train", *argv, "--no-progress"])
+    except SystemExit as e:  # argparse type errors
+        rc = e.code
+    assert rc == 2
+    err = capsys.readouterr().err
+    assert message in err
+    assert err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_flags_override_recipe():
+    args = build_parser().parse_args(
+        [
+            "train",
+            "--recipe",
+            "acrobot_ppo",
+            "--num-envs",
+            "8",
+            "--gamma",
+            "0.9",
+            "--hidden",
+            "32,32",
+            "--no-anneal-lr",
+            "--total-timesteps",
+            "1e5",
+        ]
+    )
+    config = _build_config(args)
+    assert config.env == "Acrobot-v1"
+    assert (config.num_envs, config.gamma, config.hidden) == (8, 0.9, (32, 32))
+    assert config.anneal_lr is False and config.total_timesteps == 100_000
+    assert config.num_minibatches == 32  # from the recipe
+
+
+def test_envs_lists_environments(capsys):
+    assert main(["envs"]) == 0
+    out = capsys.readouterr().out
+    assert "CartPole-v1" in out and "Discrete(2)" in out and "500" in out
+
+
+def test_recipes_lists_recipes(capsys):
+    assert main(["recipes"]) == 0
+    out = capsys.readouterr().out
+    for name in ("cartpole_ppo", "acrobot_ppo", "pendulum_ppo"):
+        assert name in out
+
+
+def test_compilation_cache_dir(monkeypatch, tmp_path):
+    monkeypatch.setenv("ONDEVICE_RL_CACHE_DIR", str(tmp_path / "c"))
+    assert compilation_cache_dir() == tmp_path / "c"
+    monkeypatch.setenv("ONDEVICE_RL_CACHE_DIR", "off")
+    assert compilation_cache_dir() is None
+    monkeypatch.delenv("ONDEVICE_RL_CACHE_DIR")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    assert compilation_cache_dir() == tmp_path / "ondevice_rl" / "jax"
