@@ -68,3 +68,34 @@ def test_repeated_execution_of_one_program_does_not_hang():
     )
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.strip().endswith("ok")
+
+
+def test_threefry_is_straight_line_on_cpu_and_bits_unchanged():
+    import jax
+
+    import ondevice_rl
+
+    assert ondevice_rl.STRAIGHT_LINE_THREEFRY
+    text = (
+        jax.jit(lambda k: jax.random.uniform(k, (3,)))
+        .lower(jax.random.PRNGKey(0))
+        .as_text()
+    )
+    assert "stablehlo.while" not in text
+    # Known output of the hash (same as the rolled lowering): bits unchanged.
+    env = {k: v for k, v in os.environ.items()}
+    env["ONDEVICE_RL_ROLLED_THREEFRY"] = "1"
+    code = (
+        "import ondevice_rl, jax;"
+        "print(jax.random.uniform(jax.random.PRNGKey(7), (4,)).tolist())"
+    )
+    rolled = subprocess.run(
+        [sys.executable, "-c", code],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    ).stdout.strip()
+    straight = jax.jit(lambda k: jax.random.uniform(k, (4,)))(jax.random.PRNGKey(7))
+    assert rolled == str(straight.tolist())

@@ -48,7 +48,6 @@ class PPOConfig:
     hidden: tuple[int, ...] = (64, 64)
     activation: str = "tanh"
     anneal_lr: bool = True
-    normalize_obs: bool = False
     # Defaults of the traced hyperparameters.
     learning_rate: float = 2.5e-4
     gamma: float = 0.99
