@@ -1,0 +1,105 @@
+"""``ondevice-rl bench``: end to end at quick sizes (no timing assertions)."""
+
+import json
+import os
+
+import jax
+import jax.numpy as jnp
+import pytest
+
+from ondevice_rl.train.bench import train_speed
+from ondevice_rl.train.bench.transfers import TransferCounter, host_ops
+from ondevice_rl.train.cli import main
+
+
+def test_bench_quick_end_to_end(tmp_path, capsys):
+    assert main(["bench", "--quick", "--out", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "bench env" in out and "bench train" in out and "bench host" in out
+    data = json.loads((tmp_path / "bench.json").read_text())
+    assert (tmp_path / "bench.png").stat().st_size > 0
+    assert data["meta"]["quick"] is True
+
+    env_rows = data["env"]["results"]
+    assert {r["env"] for r in env_rows} >= {"CartPole-v1", "gymnax/CartPole-v1"}
+    assert all(r["sps"] > 0 for r in env_rows)
+    assert data["train"]["sps"] > 0
+    assert all(r["sps"] > 0 for r in data["train"]["results"])
+
+    host = data["host"]
+    assert host["host_loop"]["sps"] > 0 and host["fused"]["sps"] > 0
+    # The host loop moves data every step; the fused program never does.
+    assert host["host_loop"]["transfers_per_step"] >= 2.0
+    assert host["host_loop"]["transfers_per_env_step"] > 0
+    assert host["fused"]["transfers_per_step"] == 0
+    assert host["fused"]["host_ops"] == []
+    assert host["fused"]["one_off_transfers"] == 2
+
+
+def test_bench_train_json_last_line(tmp_path, capsys):
+    argv = ["bench", "train", "--json", "--seeds", "1", "--timesteps", "8192"]
+    assert main(argv + ["--quick", "--out", str(tmp_path)]) == 0
+    last = capsys.readouterr().out.strip().splitlines()[-1]
+    record = json.loads(last)
+    for field in train_speed.REQUIRED:
+        assert field in record, field
+    assert record["seeds"] == 1 and record["timesteps"] == 8192
+    assert record["sps"] > 0 and record["compile_s"] > 0
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["bench", "train", "--seeds", "0"],
+        ["bench", "train", "--timesteps", "100"],
+        ["bench", "train", "--reference", "/no/such/reference.py"],
+        ["bench", "env", "--envs", "NoSuchEnv-v0"],
+    ],
+)
+def test_bad_input_exits_2(argv, tmp_path, capsys):
+    try:
+        code = main(argv + ["--out", str(tmp_path)])
+    except SystemExit as e:  # argparse's own errors
+        code = e.code
+    assert code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err and "error" in err[-1]
+
+
+def test_transfer_counter_and_host_op_check():
+    counter = TransferCounter()
+    x = counter.put({"a": jnp.zeros(3), "b": jnp.ones(2)})
+    counter.get(x["a"])
+    assert counter.as_dict() == dict(h2d=1, d2h=1, h2d_arrays=2, d2h_arrays=1)
+
+    def quiet(x):
+        return jnp.sin(x) * 2
+
+    def chatty(x):
+        jax.debug.callback(lambda v: None, x)
+        return x + 1
+
+    x = jnp.ones(3)
+    lowered = jax.jit(quiet).lower(x)
+    assert host_ops(lowered, lowered.compile()) == []
+    lowered = jax.jit(chatty).lower(x)
+    assert host_ops(lowered) and host_ops(lowered.compile())
+
+
+def test_reference_subprocess_gets_flags_and_is_parsed(tmp_path):
+    script = tmp_path / "ref.py"
+    script.write_text(
+        "import json, os, sys\n"
+        "print('noise')\n"
+        "print(json.dumps(dict(seeds=int(sys.argv[2]), timesteps=int(sys.argv[4]),"
+        " compile_s=1.0, run_s=2.0, sps=3, final_return=4.0,"
+        " flags=os.environ.get('XLA_FLAGS', ''))))\n"
+    )
+    record = train_speed.run_reference(script, 3, 1024)
+    assert record["seeds"] == 3 and record["timesteps"] == 1024
+    assert record["flags"] == os.environ["XLA_FLAGS"]
+    assert "concurrency_optimized_scheduler=false" in record["flags"]
+
+    script.write_text("import sys\nsys.exit('boom')\n")
+    with pytest.raises(train_speed.BenchError, match="boom"):
+        train_speed.run_reference(script, 1, 1024)

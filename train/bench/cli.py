@@ -1,0 +1,254 @@
+"""Arguments and orchestration of ``ondevice-rl bench [env|train|host]``.
+
+Every flag is accepted by ``bench`` and by each part (a flag a part does not
+use is ignored); without a part, all three run. Progress goes to stderr;
+tables, then (``--json``) one JSON line, to stdout; ``bench.json`` and
+``bench.png`` to ``--out``.
+"""
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import sys
+from pathlib import Path
+
+from ondevice_rl.train.bench import env_speed, host, report, train_speed
+from ondevice_rl.train.bench.train_speed import BenchError
+
+PARTS = ("env", "train", "host")
+
+
+def _count(text: str) -> int:
+    """A positive int, also written ``5e5`` or ``500_000``."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not value.is_integer() or value < 1:
+        raise argparse.ArgumentTypeError(f"not a positive integer: {text!r}")
+    return int(value)
+
+
+def _counts(text: str) -> tuple[int, ...]:
+    """``"1,16,64"`` -> ``(1, 16, 64)``."""
+    items = [x for x in text.replace(",", " ").split() if x]
+    if not items:
+        raise argparse.ArgumentTypeError(f"not a list of positive integers: {text!r}")
+    return tuple(_count(x) for x in items)
+
+
+def _add_flags(parser: argparse.ArgumentParser, suppress: bool) -> None:
+    """All flags; a part's parser suppresses defaults so that values given
+    before the part name (``bench --quick train``) survive."""
+
+    def add(*names, default=None, **kwargs):
+        kwargs["default"] = argparse.SUPPRESS if suppress else default
+        parser.add_argument(*names, **kwargs)
+
+    add(
+        "--quick",
+        action="store_true",
+        default=False,
+        help="small sizes (the whole bench runs in about a minute on 2 CPU cores)",
+    )
+    add(
+        "--out",
+        type=Path,
+        default=Path("."),
+        metavar="DIR",
+        help="where bench.json and bench.png go (default: .)",
+    )
+    add(
+        "--json",
+        action="store_true",
+        default=False,
+        help="print the results as one JSON object, the last line of stdout",
+    )
+    group = parser.add_argument_group("env")
+    group.add_argument(
+        "--envs",
+        type=lambda s: tuple(s.replace(",", " ").split()),
+        default=argparse.SUPPRESS if suppress else None,
+        metavar="NAMES",
+        help="registered env names (default: "
+        "our ports, gymnax adapters, brax if installed)",
+    )
+    group.add_argument(
+        "--batch-sizes",
+        type=_counts,
+        metavar="B,..",
+        default=argparse.SUPPRESS if suppress else None,
+        help=f"default {env_speed.DEFAULT_BATCHES}, quick {env_speed.QUICK_BATCHES}",
+    )
+    group.add_argument(
+        "--compare",
+        action=argparse.BooleanOptionalAction,
+        default=argparse.SUPPRESS if suppress else None,
+        help="also gymnax's own CartPole and gymnasium's vector env "
+        "(default: on when all parts run)",
+    )
+    group = parser.add_argument_group("train")
+    group.add_argument(
+        "--seeds",
+        type=_counts,
+        metavar="N,..",
+        default=argparse.SUPPRESS if suppress else None,
+        help=f"seed counts (vmap); default {train_speed.DEFAULT_SEEDS}"
+        f", quick {train_speed.QUICK_SEEDS}",
+    )
+    group.add_argument(
+        "--timesteps",
+        type=_count,
+        metavar="T",
+        default=argparse.SUPPRESS if suppress else None,
+        help=f"env steps per seed; default "
+        f"{train_speed.DEFAULT_TIMESTEPS:g}, quick "
+        f"{train_speed.QUICK_TIMESTEPS} (also the fused side of host)",
+    )
+    group.add_argument(
+        "--reference",
+        type=Path,
+        metavar="PATH",
+        default=argparse.SUPPRESS if suppress else None,
+        help="also run this reference script (e.g. "
+        "../shared/bench/reference_ppo.py) with the same settings",
+    )
+    group.add_argument(
+        "--repeat",
+        type=_count,
+        metavar="N",
+        default=argparse.SUPPRESS if suppress else 1,
+        help="runs of each side, interleaved ours/ref; best kept",
+    )
+    group = parser.add_argument_group("host")
+    group.add_argument(
+        "--host-timesteps",
+        type=_count,
+        metavar="T",
+        default=argparse.SUPPRESS if suppress else None,
+        help=f"host-loop env steps; default "
+        f"{host.DEFAULT_HOST_TIMESTEPS:g}, quick "
+        f"{host.QUICK_HOST_TIMESTEPS}",
+    )
+
+
+def add_subcommands(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "bench",
+        help="benchmarks: env stepping, PPO training, host loop vs fused",
+        description="Benchmarks of env stepping, PPO training and the host-loop "
+        "vs fused experiment. Without a part, runs all three. Tables go to "
+        "stdout, bench.json and bench.png to --out.",
+    )
+    _add_flags(parser, suppress=False)
+    parts = parser.add_subparsers(dest="part", metavar="{env,train,host}")
+    helps = dict(
+        env="random-policy steps/s of each env at several batch sizes",
+        train="PPO SPS and compile time at several seed counts (vs --reference)",
+        host="the same PPO with a host-side env loop vs fused into one program",
+    )
+    for part in PARTS:
+        _add_flags(parts.add_parser(part, help=helps[part]), suppress=True)
+    parser.set_defaults(func=run, part=None)
+
+
+def _log(message: str) -> None:
+    print(f"[bench] {message}", file=sys.stderr, flush=True)
+
+
+def _meta(args) -> dict:
+    import jax
+
+    device = jax.devices()[0]
+    return dict(
+        date=datetime.datetime.now().isoformat(timespec="seconds"),
+        jax=jax.__version__,
+        backend=jax.default_backend(),
+        device=device.device_kind,
+        cpu_count=os.cpu_count(),
+        machine=platform.machine(),
+        xla_flags=os.environ.get("XLA_FLAGS", ""),
+        quick=args.quick,
+        argv=sys.argv[1:],
+    )
+
+
+def _check_envs(names: tuple[str, ...]) -> None:
+    from ondevice_rl import envs
+
+    unknown = [n for n in names if n not in envs.names()]
+    if unknown:
+        raise BenchError(
+            f"--envs: unknown environment(s) {', '.join(unknown)}; "
+            f"see `ondevice-rl envs`"
+        )
+
+
+def run(args) -> int:
+    try:
+        return _run(args)
+    except BenchError as e:
+        print(f"ondevice-rl bench: error: {e}", file=sys.stderr)
+        return 2
+
+
+def _run(args) -> int:
+    import jax
+
+    # Compile times must be real compiles, not persistent-cache hits.
+    jax.config.update("jax_enable_compilation_cache", False)
+    parts = PARTS if args.part is None else (args.part,)
+    quick = args.quick
+    timesteps = args.timesteps or (
+        train_speed.QUICK_TIMESTEPS if quick else train_speed.DEFAULT_TIMESTEPS
+    )
+    if timesteps < 512:
+        raise BenchError(
+            "--timesteps must be at least one rollout (4 envs × 128 = 512)"
+        )
+    names = args.envs or env_speed.default_envs(quick)
+    _check_envs(names)
+    if args.reference is not None and not args.reference.is_file():
+        raise BenchError(f"--reference: no such file: {args.reference}")
+    args.out.mkdir(parents=True, exist_ok=True)
+
+    results = dict(meta=_meta(args))
+    if "env" in parts:
+        batches = args.batch_sizes or (
+            env_speed.QUICK_BATCHES if quick else env_speed.DEFAULT_BATCHES
+        )
+        compare = args.compare
+        if compare is None:  # on in a full ``bench``; off in parts and --quick
+            compare = args.part is None and not quick
+        results["env"] = env_speed.run_env_bench(names, batches, compare, quick, _log)
+    if "train" in parts:
+        seeds = args.seeds or (
+            train_speed.QUICK_SEEDS if quick else train_speed.DEFAULT_SEEDS
+        )
+        results["train"] = train_speed.run_train_bench(
+            seeds, timesteps, args.reference, args.repeat, _log
+        )
+    if "host" in parts:
+        host_steps = args.host_timesteps or (
+            host.QUICK_HOST_TIMESTEPS if quick else host.DEFAULT_HOST_TIMESTEPS
+        )
+        if host_steps < 512:
+            raise BenchError(
+                "--host-timesteps must be at least one rollout (4 envs × 128 = 512)"
+            )
+        reuse = None
+        for r in results.get("train", {}).get("results", []):
+            if r["seeds"] == 1:
+                reuse = {k: v for k, v in r.items() if k not in ("reference", "ratio")}
+        results["host"] = host.run_host_bench(host_steps, timesteps, reuse, _log)
+
+    report.print_tables(results)
+    report.write_json(results, args.out / "bench.json")
+    report.plot(results, args.out / "bench.png")
+    _log(f"wrote {args.out / 'bench.json'} and {args.out / 'bench.png'}")
+    if args.json:
+        summary = results[args.part] if args.part else results
+        print(json.dumps(summary, default=float), flush=True)
+    return 0

@@ -1,0 +1,221 @@
+"""``bench env``: random-policy environment steps per second.
+
+Each measurement is one jitted ``lax.scan`` of ``N`` steps of ``B`` environments
+``EpisodeStats(AutoReset(env))`` (vmapped over the batch; one PRNG split per
+step for the whole batch, per-env keys only for the environments' own
+randomness). Reported: ``B * N / t`` for the best of ``REPEATS`` executions
+after one warm-up (the reset of the batch is inside the timed program: about
+one step's worth); compile time is measured apart.
+
+``--compare`` adds, for CartPole, gymnax's own auto-resetting ``env.step``
+vmapped the way gymnax users write it, and gymnasium's synchronous vector env
+stepping on the host with random actions.
+"""
+
+import time
+from collections.abc import Callable
+from functools import partial
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ondevice_rl import envs
+from ondevice_rl.spaces import Discrete
+from ondevice_rl.wrappers import AutoReset, EpisodeStats
+
+DEFAULT_BATCHES = (1, 64, 1024, 4096, 16384)
+QUICK_BATCHES = (1, 1024)
+#: The batch size of the foundation issue's goal (ours ≥ 1.0× gymnax).
+GOAL_BATCH = 4096
+REPEATS = 3
+OURS = ("CartPole-v1", "Acrobot-v1", "MountainCar-v0")
+OURS += ("MountainCarContinuous-v0", "Pendulum-v1")
+QUICK_ENVS = ("CartPole-v1", "gymnax/CartPole-v1")
+
+
+def default_envs(quick: bool) -> tuple[str, ...]:
+    """Our ports, their gymnax adapters, and brax's envs if installed."""
+    if quick:
+        return QUICK_ENVS
+    adapters = tuple(n for n in envs.names() if n.startswith(("gymnax/", "brax/")))
+    return OURS + adapters
+
+
+def num_steps_for(batch: int, quick: bool, name: str = "") -> int:
+    """Scan length giving ~2M env steps (64K quick, 32× fewer for brax)."""
+    target, low, high = (2**16, 16, 2048) if quick else (2**21, 64, 16384)
+    if name.startswith("brax/"):
+        target, high = target // 32, high // 32
+    return int(np.clip(target // batch, low, high))
+
+
+def _actions(space: Any, key: jax.Array, batch: int) -> jax.Array:
+    """``[B]`` int32 or ``[B, *shape]`` float32 uniform random actions."""
+    if isinstance(space, Discrete):
+        return jax.random.randint(key, (batch,), 0, space.n, jnp.int32)
+    low = jnp.asarray(space.low, jnp.float32)
+    high = jnp.asarray(space.high, jnp.float32)
+    u = jax.random.uniform(key, (batch, *space.shape))
+    return low + u * (high - low)
+
+
+def _timed(init: Callable, scan: Callable, seed: int, steps: int, batch: int) -> dict:
+    """Compiles ``key -> scan(init(key))`` (the reset of ``B`` envs costs about
+    one step, under 2% of a full-size measurement), warms up, and returns the
+    best of ``REPEATS`` timings."""
+    key = jax.random.PRNGKey(seed)
+    t0 = time.perf_counter()
+    compiled = jax.jit(lambda key: scan(init(key))).lower(key).compile()
+    compile_s = time.perf_counter() - t0
+    jax.block_until_ready(compiled(key))  # warm-up
+    best = float("inf")
+    for _ in range(REPEATS):
+        t0 = time.perf_counter()
+        carry = jax.block_until_ready(compiled(key))
+        best = min(best, time.perf_counter() - t0)
+    episodes = int(carry[-1])
+    return dict(
+        batch=batch,
+        steps=steps,
+        compile_s=round(compile_s, 3),
+        run_s=round(best, 5),
+        sps=batch * steps / best,
+        episodes=episodes,
+    )
+
+
+def bench_ours(name: str, batch: int, steps: int, seed: int = 0) -> dict:
+    """``EpisodeStats(AutoReset(env))`` from our registry (ports, adapters)."""
+    base, params = envs.make(name)
+    env = EpisodeStats(AutoReset(base))
+    space = env.action_space(params)
+    step = jax.vmap(env.step, in_axes=(0, 0, 0, None))
+
+    def init(key):
+        keys = jax.random.split(key, batch)
+        _, state = jax.vmap(env.reset, in_axes=(0, None))(keys, params)
+        return state, key, jnp.int32(0)
+
+    def scan(carry):
+        def body(carry, _):
+            state, key, episodes = carry
+            key, act_key, env_key = jax.random.split(key, 3)
+            env_keys = jax.random.split(env_key, batch)
+            ts = step(env_keys, state, _actions(space, act_key, batch), params)
+            episodes = episodes + ts.info["episode_done"].sum(dtype=jnp.int32)
+            return (ts.state, key, episodes), None
+
+        return jax.lax.scan(body, carry, None, length=steps)[0]
+
+    result = _timed(init, scan, seed, steps, batch)
+    impl = "adapter" if "/" in name else "ondevice_rl"
+    return dict(env=name, impl=impl, **result)
+
+
+def bench_gymnax(gymnax_id: str, batch: int, steps: int, seed: int = 0) -> dict:
+    """gymnax's own ``env.step`` (auto-resets, splits the key per env), vmapped."""
+    import gymnax
+
+    genv, params = gymnax.make(gymnax_id)
+    space = genv.action_space(params)
+    space = Discrete(int(space.n)) if hasattr(space, "n") else space
+    step = jax.vmap(genv.step, in_axes=(0, 0, 0, None))
+
+    def init(key):
+        keys = jax.random.split(key, batch)
+        _, state = jax.vmap(genv.reset, in_axes=(0, None))(keys, params)
+        return state, key, jnp.int32(0)
+
+    def scan(carry):
+        def body(carry, _):
+            state, key, episodes = carry
+            key, act_key, env_key = jax.random.split(key, 3)
+            actions = _actions(space, act_key, batch)
+            _, state, _, term, trunc, _ = step(
+                jax.random.split(env_key, batch), state, actions, params
+            )
+            episodes = episodes + (term | trunc).sum(dtype=jnp.int32)
+            return (state, key, episodes), None
+
+        return jax.lax.scan(body, carry, None, length=steps)[0]
+
+    result = _timed(init, scan, seed, steps, batch)
+    return dict(env=f"{gymnax_id} (gymnax env.step)", impl="gymnax", **result)
+
+
+def bench_gymnasium(gym_id: str, batch: int, budget_s: float, seed: int = 0) -> dict:
+    """gymnasium's sync vector env on the host, random actions, ``budget_s`` s."""
+    import gymnasium
+
+    vec = gymnasium.make_vec(gym_id, num_envs=batch, vectorization_mode="sync")
+    vec.reset(seed=seed)
+    vec.action_space.seed(seed)
+    for _ in range(2):
+        vec.step(vec.action_space.sample())
+    steps, t0 = 0, time.perf_counter()
+    while steps < 3 or time.perf_counter() - t0 < budget_s:
+        vec.step(vec.action_space.sample())
+        steps += 1
+    elapsed = time.perf_counter() - t0
+    vec.close()
+    return dict(
+        env=f"{gym_id} (gymnasium sync, host)",
+        impl="gymnasium",
+        batch=batch,
+        steps=steps,
+        compile_s=0.0,
+        run_s=round(elapsed, 5),
+        sps=batch * steps / elapsed,
+        episodes=None,
+    )
+
+
+def _guard(fn: Callable[[], dict], name: str, impl: str, batch: int) -> dict:
+    """Runs one measurement; an out-of-memory becomes a skipped row."""
+    try:
+        return fn()
+    except Exception as e:  # XlaRuntimeError has no stable import path
+        if "RESOURCE_EXHAUSTED" not in str(e) and not isinstance(e, MemoryError):
+            raise
+        return dict(env=name, impl=impl, batch=batch, sps=None, skipped="out of memory")
+
+
+def run_env_bench(
+    names: tuple[str, ...],
+    batches: tuple[int, ...],
+    compare: bool,
+    quick: bool,
+    log: Callable[[str], None] = print,
+) -> dict:
+    """All measurements: ``{"results": [row, ...], "ratio_vs_gymnax": {B: x}}``.
+
+    ``ratio_vs_gymnax[B]`` is ours / gymnax's own CartPole steps per second.
+    """
+    rows = []
+    for name in names:
+        for batch in batches:
+            steps = num_steps_for(batch, quick, name)
+            log(f"env {name} × {batch} ({steps} steps)")
+            fn = partial(bench_ours, name, batch, steps)
+            rows.append(_guard(fn, name, "ondevice_rl", batch))
+    ratios = {}
+    if compare:
+        budget = 0.3 if quick else 1.5
+        for batch in batches:
+            steps = num_steps_for(batch, quick)
+            log(f"env gymnax CartPole-v1 × {batch}; gymnasium × {batch}")
+            fn = partial(bench_gymnax, "CartPole-v1", batch, steps)
+            rows.append(_guard(fn, "CartPole-v1 (gymnax env.step)", "gymnax", batch))
+            rows.append(bench_gymnasium("CartPole-v1", batch, budget))
+        ours = _series(rows, "CartPole-v1")
+        theirs = _series(rows, "CartPole-v1 (gymnax env.step)")
+        ratios = {
+            b: ours[b] / theirs[b] for b in batches if ours.get(b) and theirs.get(b)
+        }
+    return dict(results=rows, ratio_vs_gymnax=ratios, goal_batch=GOAL_BATCH)
+
+
+def _series(rows: list[dict], env: str) -> dict[int, float]:
+    return {r["batch"]: r["sps"] for r in rows if r["env"] == env and r["sps"]}

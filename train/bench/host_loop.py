@@ -1,0 +1,202 @@
+"""The classic design: environments on the host, a JAX policy and learner.
+
+gymnasium's synchronous vector env steps ``B`` CartPoles in Python. Every env
+step the observations go host→device (``put``), a jitted policy samples
+actions, and the actions come back device→host (``get``). After ``T`` steps
+the host-side part of the batch (rewards, terminated, truncated, final obs)
+is sent over once and one jitted update runs: GAE (``ondevice_rl.gae.gae``),
+then epochs × minibatches of ``ppo_loss``, with the fused loop's network,
+optimiser and hyperparameters. Every transfer goes through a
+``TransferCounter``, so the counts are exact by construction.
+
+The optimiser step duplicates ``optimise`` in ``train/ppo/loop.py``, which is
+a closure of ``make_trainer`` and needs the rollout inside the same update.
+"""
+
+import time
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+from ondevice_rl.gae import gae
+from ondevice_rl.networks import ActorCritic, log_prob, sample_action
+from ondevice_rl.train.bench.transfers import TransferCounter
+from ondevice_rl.train.ppo import (
+    Hyperparams,
+    Minibatch,
+    PPOConfig,
+    make_trainer,
+    ppo_loss,
+)
+
+FINAL_WINDOW = 10
+
+
+class HostBatch(NamedTuple):
+    """What only the host knows after a rollout, ``[T, B, ...]`` NumPy."""
+
+    reward: np.ndarray
+    terminated: np.ndarray
+    truncated: np.ndarray
+    final_obs: np.ndarray  # observation reached before any auto-reset
+
+
+def make_learner(config: PPOConfig, network: ActorCritic):
+    """``(optimizer(hp), act, learn)``; ``act`` and ``learn`` are jitted.
+
+    ``act(params, obs [B, O], key) -> (action [B], log_prob [B], value [B], key)``
+    ``learn(params, opt_state, steps, host: HostBatch, key, hp) -> (params,
+    opt_state, key, total_loss)`` where ``steps`` is the list of ``T`` device
+    tuples ``(obs [B, O], action [B], log_prob [B], value [B])`` from ``act``
+    (stacked inside the program: one dispatch, no transfer).
+    """
+    per_update = config.update_epochs * config.num_minibatches
+
+    def optimizer(hp: Hyperparams) -> optax.GradientTransformation:
+        def learning_rate(count):  # as loop.py: linear anneal per update
+            if not config.anneal_lr:
+                return hp.learning_rate
+            done = (count // per_update).astype(jnp.float32)
+            return hp.learning_rate * (1.0 - done / config.num_updates)
+
+        return optax.chain(
+            optax.clip_by_global_norm(hp.max_grad_norm),
+            optax.adam(learning_rate, eps=1e-5),
+        )
+
+    @jax.jit
+    def act(params, obs, key):
+        key, sample_key = jax.random.split(key)
+        pi = network.apply(params, obs)
+        action = sample_action(sample_key, pi)
+        return action, log_prob(pi, action), pi.value, key
+
+    @jax.jit
+    def learn(params, opt_state, steps, host, key, hp):
+        obs, action, logp, value = (jnp.stack(x) for x in zip(*steps, strict=True))
+        next_value = network.apply(params, host.final_obs, method=ActorCritic.value)
+        adv, target = gae(
+            host.reward,
+            value,
+            next_value,
+            host.terminated,
+            host.truncated,
+            hp.gamma,
+            hp.gae_lambda,
+        )
+        flat = Minibatch(obs, action, logp, value, adv, target)
+        flat = jax.tree.map(lambda x: x.reshape((-1,) + x.shape[2:]), flat)
+        tx = optimizer(hp)
+
+        def minibatch_step(carry, batch):
+            params, opt_state = carry
+            grads, stats = jax.grad(ppo_loss, argnums=1, has_aux=True)(
+                network.apply, params, batch, hp
+            )
+            updates, opt_state = tx.update(grads, opt_state, params)
+            return (optax.apply_updates(params, updates), opt_state), stats.total_loss
+
+        def epoch(carry, epoch_key):
+            perm = jax.random.permutation(epoch_key, config.batch_size)
+            shape = (config.num_minibatches, config.minibatch_size)
+            batches = jax.tree.map(
+                lambda x: jnp.take(x, perm, axis=0).reshape(shape + x.shape[1:]), flat
+            )
+            return jax.lax.scan(minibatch_step, carry, batches)
+
+        key, opt_key = jax.random.split(key)
+        epoch_keys = jax.random.split(opt_key, config.update_epochs)
+        (params, opt_state), loss = jax.lax.scan(epoch, (params, opt_state), epoch_keys)
+        return params, opt_state, key, loss.mean()
+
+    return optimizer, act, learn
+
+
+def run_host_loop(config: PPOConfig, seed: int = 0, counter=None) -> dict:
+    """Trains ``config`` (CartPole-v1) the classic way; returns the record.
+
+    ``transfers_per_step`` counts calls per vector step (all ``B`` envs),
+    ``transfers_per_env_step`` per single env step.
+    """
+    import gymnasium
+    from gymnasium.vector import AutoresetMode
+
+    counter = TransferCounter() if counter is None else counter
+    network = make_trainer(config).network
+    optimizer, act, learn = make_learner(config, network)
+    hp = config.hyperparams
+    B, T = config.num_envs, config.num_steps
+    vec = gymnasium.make_vec(
+        config.env,
+        num_envs=B,
+        vectorization_mode="sync",
+        vector_kwargs={"autoreset_mode": AutoresetMode.SAME_STEP},
+    )
+    obs, _ = vec.reset(seed=seed)
+    key, net_key = jax.random.split(jax.random.PRNGKey(seed))
+    params = network.init(net_key, jnp.zeros(obs.shape[1:], jnp.float32))
+    opt_state = optimizer(hp).init(params)
+
+    t0 = time.perf_counter()  # compile both programs ahead of the loop
+    obs_spec = jax.ShapeDtypeStruct(obs.shape, jnp.float32)
+    step_spec = (obs_spec, *jax.eval_shape(act, params, obs_spec, key)[:3])
+    act = act.lower(params, obs_spec, key).compile()
+    host_spec = HostBatch(
+        jax.ShapeDtypeStruct((T, B), jnp.float32),
+        jax.ShapeDtypeStruct((T, B), jnp.bool_),
+        jax.ShapeDtypeStruct((T, B), jnp.bool_),
+        jax.ShapeDtypeStruct((T,) + obs.shape, jnp.float32),
+    )
+    learn = learn.lower(params, opt_state, [step_spec] * T, host_spec, key, hp)
+    learn = learn.compile()
+    compile_s = time.perf_counter() - t0
+
+    episode_return = np.zeros(B)
+    update_returns, last = [], float("nan")
+    t0 = time.perf_counter()
+    for _ in range(config.num_updates):
+        steps = []  # T tuples of device arrays, stacked inside ``learn``
+        host = HostBatch(
+            np.zeros((T, B), np.float32),
+            np.zeros((T, B), bool),
+            np.zeros((T, B), bool),
+            np.zeros((T,) + obs.shape, np.float32),
+        )
+        finished = []
+        for t in range(T):
+            obs_d = counter.put(obs.astype(np.float32))
+            action_d, logp, value, key = act(params, obs_d, key)
+            obs, reward, term, trunc, info = vec.step(counter.get(action_d))
+            steps.append((obs_d, action_d, logp, value))
+            host.reward[t], host.terminated[t], host.truncated[t] = reward, term, trunc
+            host.final_obs[t] = obs
+            if "_final_obs" in info:  # envs that ended: their pre-reset obs
+                done = info["_final_obs"]
+                host.final_obs[t, done] = np.stack(info["final_obs"][done])
+            episode_return += reward
+            ended = term | trunc
+            finished += list(episode_return[ended])
+            episode_return[ended] = 0.0
+        batch = counter.put(host)
+        params, opt_state, key, _ = learn(params, opt_state, steps, batch, key, hp)
+        last = float(np.mean(finished)) if finished else last
+        update_returns.append(last)
+    jax.block_until_ready(params)
+    run_s = time.perf_counter() - t0
+    vec.close()
+
+    env_steps = config.num_updates * config.batch_size
+    vector_steps = config.num_updates * T
+    return dict(
+        timesteps=env_steps,
+        compile_s=round(compile_s, 3),
+        run_s=round(run_s, 3),
+        sps=round(env_steps / run_s),
+        final_return=round(float(np.nanmean(update_returns[-FINAL_WINDOW:])), 1),
+        transfers=counter.as_dict(),
+        transfers_per_step=round(counter.total / vector_steps, 4),
+        transfers_per_env_step=round(counter.total / env_steps, 4),
+    )

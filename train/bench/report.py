@@ -1,0 +1,186 @@
+"""Tables on stdout (rich), ``bench.json`` and ``bench.png`` (matplotlib Agg)."""
+
+import json
+import math
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+
+def si(x: float | None) -> str:
+    """``1234567 -> '1.23M'``; None/NaN -> '-'."""
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "-"
+    for unit, scale in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if abs(x) >= scale:
+            return f"{x / scale:.3g}{unit}"
+    return f"{x:.3g}"
+
+
+def env_table(env: dict) -> Table:
+    rows = env["results"]
+    batches = sorted({r["batch"] for r in rows})
+    table = Table(title="bench env: random-policy steps/s (best of 3)")
+    table.add_column("env", no_wrap=True)
+    table.add_column("impl")
+    for b in batches:
+        table.add_column(f"B={b}", justify="right")
+    series = {}
+    for r in rows:
+        cell = si(r["sps"]) if r.get("sps") else r.get("skipped", "-")
+        series.setdefault((r["env"], r["impl"]), {})[r["batch"]] = cell
+    for (name, impl), cells in series.items():
+        table.add_row(name, impl, *(cells.get(b, "") for b in batches))
+    ratios = env.get("ratio_vs_gymnax") or {}
+    if ratios:
+        cells = [f"{ratios[b]:.2f}×" if b in ratios else "" for b in batches]
+        table.add_row("CartPole-v1 ours / gymnax", "ratio", *cells)
+    return table
+
+
+def train_table(train: dict) -> Table:
+    table = Table(title="bench train: PPO CartPole-v1 (SPS = env steps/s)")
+    has_ref = any("reference" in r for r in train["results"])
+    columns = ["seeds", "steps/seed", "SPS", "compile s", "run s", "return"]
+    if has_ref:
+        columns += ["ref SPS", "ref compile s", "ref return", "SPS ×", "compile ×"]
+    for c in columns:
+        table.add_column(c, justify="right")
+    for r in train["results"]:
+        row = [
+            str(r["seeds"]),
+            si(r["timesteps"] / r["seeds"]),
+            si(r["sps"]),
+            f"{r['compile_s']:.1f}",
+            f"{r['run_s']:.2f}",
+            f"{r['final_return']:.0f}",
+        ]
+        if has_ref:
+            ref, ratio = r.get("reference", {}), r.get("ratio", {})
+            row += [
+                si(ref.get("sps")),
+                f"{ref.get('compile_s', math.nan):.1f}",
+                f"{ref.get('final_return', math.nan):.0f}",
+                f"{ratio.get('sps', math.nan):.2f}",
+                f"{ratio.get('compile', math.nan):.2f}",
+            ]
+        table.add_row(*row)
+    return table
+
+
+def host_table(host: dict) -> Table:
+    table = Table(title="bench host: the same PPO, host loop vs fused (1 seed)")
+    for c in (
+        "loop",
+        "env steps",
+        "SPS",
+        "compile s",
+        "return",
+        "transfers/vector step",
+        "transfers/env step",
+        "one-off",
+    ):
+        table.add_column(c, justify="right" if c != "loop" else "left")
+    h, f = host["host_loop"], host["fused"]
+    table.add_row(
+        "host (gymnasium + jit policy)",
+        si(h["timesteps"]),
+        si(h["sps"]),
+        f"{h['compile_s']:.1f}",
+        f"{h['final_return']:.0f}",
+        f"{h['transfers_per_step']:.3f}",
+        f"{h['transfers_per_env_step']:.3f}",
+        "-",
+    )
+    per_step = "?" if f["transfers_per_step"] is None else str(f["transfers_per_step"])
+    table.add_row(
+        "fused (make_train)",
+        si(f["timesteps"]),
+        si(f["sps"]),
+        f"{f['compile_s']:.1f}",
+        f"{f['final_return']:.0f}",
+        per_step,
+        per_step,
+        f"{f['one_off_transfers']} calls",
+    )
+    return table
+
+
+def print_tables(results: dict, console: Console | None = None) -> None:
+    console = console or Console(width=160)
+    if "env" in results:
+        console.print(env_table(results["env"]))
+        ratios, goal = results["env"].get("ratio_vs_gymnax") or {}, results["env"]
+        b = goal["goal_batch"]
+        if b in ratios:
+            console.print(
+                f"AutoReset(CartPole) vs gymnax CartPole at {b} envs: "
+                f"{ratios[b]:.2f}× (goal ≥ 1.0×)"
+            )
+    if "train" in results:
+        console.print(train_table(results["train"]))
+    if "host" in results:
+        host = results["host"]
+        console.print(host_table(host))
+        console.print(host["note"])
+        ops = host["fused"]["host_ops"]
+        console.print(
+            f"fused is {host['speedup']:.1f}× the host loop's SPS; host ops in the "
+            f"fused program: {len(ops)}" + (f" ({', '.join(ops[:3])})" if ops else "")
+        )
+
+
+def write_json(results: dict, path: Path) -> None:
+    path.write_text(json.dumps(results, indent=2, default=float) + "\n")
+
+
+def plot(results: dict, path: Path) -> None:
+    """SPS vs parallel environments, log-log: env stepping | PPO training."""
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(12, 4.8), layout="constrained")
+    ax_env, ax_train = fig.subplots(1, 2)
+    if "env" in results:
+        series = {}
+        for r in results["env"]["results"]:
+            if r.get("sps"):
+                series.setdefault(r["env"], []).append((r["batch"], r["sps"]))
+        for name, points in series.items():
+            xs, ys = zip(*sorted(points), strict=True)
+            style = "--" if "(" in name else "-"
+            ax_env.plot(xs, ys, style, marker="o", ms=3, label=name)
+    ax_env.set(
+        title="env stepping, random policy",
+        xlabel="parallel envs",
+        ylabel="env steps / s",
+        xscale="log",
+        yscale="log",
+    )
+    if "train" in results:
+        rows = results["train"]["results"]
+        xs = [4 * r["seeds"] for r in rows]
+        ax_train.plot(xs, [r["sps"] for r in rows], "-o", label="ours (fused, vmap)")
+        refs = [
+            (4 * r["seeds"], r["reference"]["sps"]) for r in rows if "reference" in r
+        ]
+        if refs:
+            ax_train.plot(*zip(*refs, strict=True), "--s", label="reference")
+    if "host" in results:
+        host = results["host"]
+        ax_train.plot(
+            [4], [host["host_loop"]["sps"]], "v", ms=9, label="host loop (gymnasium)"
+        )
+        ax_train.plot([4], [host["fused"]["sps"]], "^", ms=9, label="fused, 1 seed")
+    ax_train.set(
+        title="PPO CartPole (4 envs per seed)",
+        xlabel="parallel envs (seeds × 4)",
+        ylabel="env steps / s",
+        xscale="log",
+        yscale="log",
+    )
+    for ax in (ax_env, ax_train):
+        ax.grid(True, which="both", alpha=0.3)
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=7)
+    fig.savefig(path, dpi=110)

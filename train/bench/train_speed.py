@@ -1,0 +1,143 @@
+"""``bench train``: PPO steps per second and compile time, ours vs a reference.
+
+Our program is ``jax.jit(jax.vmap(make_train(config), in_axes=(0, None)))``
+over ``S`` seeds (hyperparameters shared). Compile time is
+``jit(f).lower(keys, hp).compile()`` (tracing included, as the reference
+measures it); run time is one execution, blocked on. ``sps = S * U * 512 /
+run_s`` with ``U = timesteps // 512`` updates (4 envs × 128 steps).
+
+With ``reference``, the reference script runs as a subprocess with the same
+``--seeds``/``--timesteps`` and environment (``XLA_FLAGS`` included), right
+after ours, ``repeat`` times interleaved (ours, ref, ours, ref, ...); the best
+of each side is kept: highest SPS, lowest compile time.
+"""
+
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import jax
+import numpy as np
+
+from ondevice_rl.train.bench.transfers import TransferCounter, host_ops
+from ondevice_rl.train.ppo import PPOConfig, make_train
+
+DEFAULT_SEEDS = (1, 16, 64)
+QUICK_SEEDS = (1, 4)
+DEFAULT_TIMESTEPS = 500_000
+QUICK_TIMESTEPS = 16_384
+FINAL_WINDOW = 10  # final_return: mean over the last this many updates
+REQUIRED = ("sps", "compile_s", "run_s", "final_return", "seeds", "timesteps")
+
+
+class BenchError(Exception):
+    """Bad input or a failed reference run: reported as one line."""
+
+
+def measure_ours(seeds: int, timesteps: int, env: str = "CartPole-v1") -> dict:
+    """Compiles and runs our fused PPO once; returns the JSON record.
+
+    The record also has ``transfers`` (by construction: one put of keys and
+    hyperparameters, one get of the returns) and ``host_ops`` (host-talking
+    operations found in the lowered and compiled program; expected: none).
+    """
+    config = PPOConfig(env=env, total_timesteps=int(timesteps))
+    train = jax.vmap(make_train(config), in_axes=(0, None))
+    counter = TransferCounter()
+    keys_np = np.asarray(jax.random.split(jax.random.PRNGKey(0), seeds))
+    keys, hp = counter.put((keys_np, jax.device_get(config.hyperparams)))
+    t0 = time.perf_counter()
+    lowered = jax.jit(train).lower(keys, hp)
+    compiled = lowered.compile()
+    compile_s = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    out = jax.block_until_ready(compiled(keys, hp))
+    run_s = time.perf_counter() - t0
+    returns = counter.get(out.metrics["episode_return"])  # [S, U]
+    steps = seeds * config.num_updates * config.batch_size
+    return dict(
+        seeds=seeds,
+        timesteps=steps,
+        compile_s=round(compile_s, 3),
+        run_s=round(run_s, 3),
+        sps=round(steps / run_s),
+        final_return=round(float(np.nanmean(returns[:, -FINAL_WINDOW:])), 1),
+        transfers=counter.as_dict(),
+        host_ops=host_ops(lowered, compiled),
+    )
+
+
+def run_reference(path: Path, seeds: int, timesteps: int) -> dict:
+    """Runs the reference script; returns its JSON line as a dict."""
+    cmd = [sys.executable, str(path), "--seeds", str(seeds)]
+    cmd += ["--timesteps", str(int(timesteps))]
+    # os.environ already carries the XLA_FLAGS that importing ondevice_rl set.
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=dict(os.environ))
+    lines = [ln for ln in proc.stdout.splitlines() if ln.strip().startswith("{")]
+    if proc.returncode or not lines:
+        tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+        raise BenchError(f"reference {path} failed (exit {proc.returncode}): {tail}")
+    record = json.loads(lines[-1])
+    missing = [k for k in REQUIRED if k not in record]
+    if missing:
+        raise BenchError(f"reference {path} printed no {', '.join(missing)}")
+    return record
+
+
+def _best(runs: list[dict]) -> dict:
+    best = dict(max(runs, key=lambda r: r["sps"]))
+    best["compile_s"] = min(r["compile_s"] for r in runs)
+    return best
+
+
+def bench_seeds(
+    seeds: int,
+    timesteps: int,
+    reference: Path | None,
+    repeat: int,
+    log: Callable[[str], None] = print,
+) -> dict:
+    """Ours (and the reference) at one seed count; best of ``repeat``."""
+    ours, refs = [], []
+    for i in range(repeat):
+        log(
+            f"train: ours, {seeds} seed(s), {timesteps:,} steps each ({i + 1}/{repeat})"
+        )
+        ours.append(measure_ours(seeds, timesteps))
+        if reference is not None:
+            log(f"train: reference, {seeds} seed(s) ({i + 1}/{repeat})")
+            refs.append(run_reference(reference, seeds, timesteps))
+    result = _best(ours)
+    result["repeats"] = [r["sps"] for r in ours]
+    if refs:
+        ref = _best(refs)
+        ref["repeats"] = [r["sps"] for r in refs]
+        result["reference"] = ref
+        result["ratio"] = dict(
+            sps=round(result["sps"] / ref["sps"], 3),
+            compile=round(result["compile_s"] / ref["compile_s"], 3),
+        )
+    return result
+
+
+def run_train_bench(
+    seed_counts: tuple[int, ...],
+    timesteps: int,
+    reference: Path | None,
+    repeat: int,
+    log: Callable[[str], None] = print,
+) -> dict:
+    """All seed counts: the last one's fields at top level plus ``results``."""
+    if reference is not None and not Path(reference).is_file():
+        raise BenchError(f"--reference: no such file: {reference}")
+    if timesteps < PPOConfig().batch_size:
+        raise BenchError(
+            f"--timesteps must be at least one rollout ({PPOConfig().batch_size})"
+        )
+    results = [bench_seeds(s, timesteps, reference, repeat, log) for s in seed_counts]
+    summary = {k: v for k, v in results[-1].items() if k != "repeats"}
+    return dict(summary, results=results, repeat=repeat)
