@@ -121,17 +121,20 @@ def replicate(tree: Any, mesh: Mesh) -> Any:
 def to_host(tree: Any) -> Any:
     """Global ``jax.Array`` leaves → numpy arrays holding the full global value.
 
-    Arrays spread over several processes are gathered with
+    Arrays split over several processes are gathered with
     ``multihost_utils.process_allgather`` (a collective: every process must
-    call ``to_host`` on the same arrays in the same order).
+    call ``to_host`` on the same arrays in the same order); replicated ones are
+    read from a local copy.
     """
 
     def fetch(x):
-        if isinstance(x, jax.Array) and not x.is_fully_addressable:
-            from jax.experimental import multihost_utils
+        if not isinstance(x, jax.Array) or x.is_fully_addressable:
+            return np.asarray(x)
+        if x.sharding.is_fully_replicated:  # every process holds all of it
+            return np.asarray(x.addressable_data(0))
+        from jax.experimental import multihost_utils
 
-            return np.asarray(multihost_utils.process_allgather(x, tiled=True))
-        return np.asarray(x)
+        return np.asarray(multihost_utils.process_allgather(x, tiled=True))
 
     return jax.tree.map(fetch, tree)
 

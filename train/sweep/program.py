@@ -256,8 +256,18 @@ def _analysed_bytes(compiled: Any) -> int:
     )
 
 
-def compile_program(config: PPOConfig, chunk_size: int, mesh: Mesh) -> Program:
-    """Lowers and compiles ``jit(vmap(member))`` for ``chunk_size`` members."""
+def compile_program(
+    config: PPOConfig,
+    chunk_size: int,
+    mesh: Mesh,
+    compiler_options: dict[str, Any] | None = None,
+) -> Program:
+    """Lowers and compiles ``jit(vmap(member))`` for ``chunk_size`` members.
+
+    ``compiler_options`` go to XLA (e.g. ``{"xla_backend_optimization_level":
+    0}`` compiles a few times faster on CPU and runs a few times slower: worth
+    it for tiny populations such as tests).
+    """
     config = program_config(config)
     _, default_env_params = envs.make(config.env)
     sharding = leading_axis_sharding(mesh)
@@ -272,7 +282,7 @@ def compile_program(config: PPOConfig, chunk_size: int, mesh: Mesh) -> Program:
         in_shardings=sharding,
         out_shardings=sharding,
     )
-    compiled = fn.lower(*abstract).compile()
+    compiled = fn.lower(*abstract).compile(compiler_options=compiler_options)
     return Program(config, chunk_size, mesh, compiled, _analysed_bytes(compiled))
 
 
@@ -281,14 +291,22 @@ def _mesh_key(mesh: Mesh) -> tuple:
 
 
 class ProgramCache:
-    """Compiled programs by (static config, chunk size, mesh); counts compiles."""
+    """Compiled programs by (static config, chunk size, mesh); counts compiles.
 
-    def __init__(self):
+    ``compiler_options`` apply to every program it compiles (see
+    ``compile_program``).
+    """
+
+    def __init__(self, compiler_options: dict[str, Any] | None = None):
         self._programs: dict[tuple, Program] = {}
         self.compiles = 0
+        self.compiler_options = compiler_options
 
     def __len__(self) -> int:
         return len(self._programs)
+
+    def _options_key(self) -> tuple:
+        return tuple(sorted((self.compiler_options or {}).items()))
 
     def clear(self) -> None:
         self._programs.clear()
@@ -300,8 +318,10 @@ class ProgramCache:
         padding wastes at most half its work (the least wasteful one)."""
         config, mesh_key = program_config(config), _mesh_key(mesh)
         best = None
-        for (cfg, size, key), program in self._programs.items():
-            if cfg != config or key != mesh_key or size > max_chunk:
+        for (cfg, size, key, options), program in self._programs.items():
+            if (cfg, key, options) != (config, mesh_key, self._options_key()):
+                continue
+            if size > max_chunk:
                 continue
             padded = -(-num_members // size) * size
             if padded <= 2 * num_members and (best is None or padded < best[0]):
@@ -310,9 +330,11 @@ class ProgramCache:
 
     def get(self, config: PPOConfig, chunk_size: int, mesh: Mesh) -> Program:
         """The program for these arguments, compiled on first use."""
-        key = (program_config(config), chunk_size, _mesh_key(mesh))
+        key = (program_config(config), chunk_size, _mesh_key(mesh), self._options_key())
         if key not in self._programs:
-            self._programs[key] = compile_program(config, chunk_size, mesh)
+            self._programs[key] = compile_program(
+                config, chunk_size, mesh, self.compiler_options
+            )
             self.compiles += 1
         return self._programs[key]
 

@@ -1,0 +1,206 @@
+"""Subprocess worker of tests/test_sharding.py (not collected: not test_*.py).
+
+Usage::
+
+    python tests/sharding_worker.py single OUT.npz
+    python tests/sharding_worker.py multihost OUT.npz PORT NUM_PROCESSES ID
+
+The parent sets ``JAX_PLATFORMS=cpu`` and ``XLA_FLAGS`` (``single`` expects
+``--xla_force_host_platform_device_count=4``; each ``multihost`` process has
+one CPU device and joins a loopback multi-controller run). Programs are
+compiled with XLA's backend optimisation off: these sizes are tiny and
+compiling dominates. Arrays are saved as ``<tag>/<name>`` by process 0:
+
+* ``single``: ``pop4``/``pop2``/``pop1`` the same sweep over 4, 2, 1 devices;
+  ``dp2`` data-parallel PPO over 2 devices; ``dp1`` over 1 device and ``ref``
+  ``make_train``; ``grad`` one data-parallel minibatch step vs. averaging the
+  per-shard gradients by hand.
+* ``multihost``: ``pop2`` and ``dp2`` over the devices of all processes.
+"""
+
+import sys
+
+import numpy as np
+
+import ondevice_rl  # noqa: F401  (XLA CPU flags before JAX starts)
+from ondevice_rl import distributed
+
+FAST = {"xla_backend_optimization_level": 0}
+TINY = dict(
+    total_timesteps=4 * 8 * 4,
+    num_envs=4,
+    num_steps=8,
+    update_epochs=1,
+    num_minibatches=2,
+    hidden=(8,),
+)
+
+
+def _compile(fn, *args):
+    import jax
+
+    return jax.jit(fn).lower(*args).compile(compiler_options=FAST)
+
+
+def population(save, tag, mesh=None):
+    from ondevice_rl.train.ppo import PPOConfig
+    from ondevice_rl.train.sweep import ProgramCache, run_sweep
+
+    result = run_sweep(
+        PPOConfig(**TINY),
+        seeds=3,
+        search={"learning_rate": [1e-3, 1e-2]},
+        env_params={"length": [0.5]},
+        mesh=mesh,
+        cache=ProgramCache(compiler_options=FAST),
+    )
+    for m in result.plan.members:
+        for name, values in result.metrics[m.index].items():
+            save[f"{tag}/{m.index}/{name}"] = values
+
+
+def _save_train(save, tag, out):
+    import jax
+
+    from ondevice_rl.sharding import to_host
+
+    for name, values in to_host(out.metrics).items():
+        save[f"{tag}/{name}"] = values
+    for i, leaf in enumerate(jax.tree.leaves(out.state.params)):
+        local = [np.asarray(s.data) for s in leaf.addressable_shards]
+        replicated = all(np.array_equal(local[0], x) for x in local)
+        save[f"{tag}/replicated{i}"] = np.bool_(replicated)
+        save[f"{tag}/param{i}"] = local[0]
+
+
+def data_parallel(save, tag, mesh=None):
+    """Data-parallel PPO; host inputs, so the same call works on many hosts."""
+    import jax
+
+    from ondevice_rl.train.ppo import PPOConfig
+    from ondevice_rl.train.ppo_dp import make_train_dp
+
+    config = PPOConfig(**TINY)
+    train = make_train_dp(config, mesh)
+    hp = jax.tree.map(np.asarray, config.hyperparams)
+    seed = np.int32(0)
+    compiled = _compile(lambda s, hp: train(jax.random.key(s), hp), seed, hp)
+    _save_train(save, tag, compiled(seed, hp))
+
+
+def single_device_ppo(save, tag):
+    import jax
+
+    from ondevice_rl.train.ppo import PPOConfig, make_train
+
+    config = PPOConfig(**TINY)
+    train = make_train(config)
+    hp, seed = config.hyperparams, np.int32(0)
+    compiled = _compile(lambda s, hp: train(jax.random.key(s), hp), seed, hp)
+    _save_train(save, tag, compiled(seed, hp))
+
+
+def gradient_average(save, mesh):
+    """One ``minibatch_step`` on the mesh vs. averaging shard gradients by hand."""
+    import jax
+    import jax.numpy as jnp
+    from jax.sharding import PartitionSpec as P
+
+    from ondevice_rl.networks import ActorCritic
+    from ondevice_rl.train.ppo import Minibatch, PPOConfig, ppo_loss
+    from ondevice_rl.train.ppo_dp import make_optimizer, minibatch_step
+
+    config = PPOConfig(**TINY)
+    hp = config.hyperparams
+    net = ActorCritic(2, False, (8,))
+    params = net.init(jax.random.key(1), np.zeros(4, np.float32))
+    devices, axis = mesh.devices.size, mesh.axis_names[0]
+    n = 8 * devices
+    rng = np.random.default_rng(2)
+    batch = Minibatch(
+        rng.normal(size=(n, 4)).astype(np.float32),
+        rng.integers(0, 2, n).astype(np.int32),
+        -rng.uniform(size=n).astype(np.float32),
+        *(rng.normal(size=n).astype(np.float32) for _ in range(3)),
+    )
+    tx = make_optimizer(config, hp)
+    opt_state = tx.init(params)
+
+    def step(params, opt_state, batch):
+        params, opt_state, _ = minibatch_step(
+            net.apply, tx, params, opt_state, batch, hp, axis
+        )
+        return params
+
+    sharded = jax.shard_map(
+        step, mesh=mesh, in_specs=(P(), P(), P(axis)), out_specs=P()
+    )
+    new_params = _compile(sharded, params, opt_state, batch)(params, opt_state, batch)
+
+    def by_hand(params, opt_state, batch):
+        """Per-shard gradients on one device, averaged, one optimiser step."""
+        parts = jax.tree.map(lambda x: x.reshape((devices, -1) + x.shape[1:]), batch)
+        grads = jax.vmap(
+            lambda part: jax.grad(ppo_loss, argnums=1, has_aux=True)(
+                net.apply, params, part, hp
+            )[0]
+        )(parts)
+        mean = jax.tree.map(lambda g: g.mean(0), grads)
+        updates, _ = tx.update(mean, opt_state, params)
+        spread = jnp.max(
+            jnp.stack(
+                jax.tree.leaves(jax.tree.map(lambda g: jnp.ptp(g, 0).max(), grads))
+            )
+        )
+        return jax.tree.map(lambda p, u: p + u, params, updates), updates, spread
+
+    expected, updates, spread = _compile(by_hand, params, opt_state, batch)(
+        params, opt_state, batch
+    )
+    pairs = zip(jax.tree.leaves(new_params), jax.tree.leaves(expected), strict=True)
+    save["grad/max_abs_err"] = np.float64(
+        max(float(jnp.abs(a - b).max()) for a, b in pairs)
+    )
+    save["grad/update_size"] = np.float64(
+        max(float(jnp.abs(u).max()) for u in jax.tree.leaves(updates))
+    )
+    # The shards' gradients differ, so averaging is not a no-op.
+    save["grad/shard_difference"] = np.float64(spread)
+
+
+def main(argv: list[str]) -> int:
+    mode, out = argv[0], argv[1]
+    if mode == "multihost":
+        port, num, pid = argv[2:5]
+        distributed.initialize_from_env(
+            f"127.0.0.1:{port}", int(num), int(pid), timeout_s=120
+        )
+    import jax
+
+    from ondevice_rl.sharding import DATA_AXIS, make_mesh
+
+    save = {
+        "device_count": np.int64(jax.device_count()),
+        "process_count": np.int64(jax.process_count()),
+    }
+    if mode == "single":
+        devices = jax.devices()
+        population(save, "pop4")
+        population(save, "pop2", make_mesh(devices=devices[:2]))
+        population(save, "pop1", make_mesh(devices=devices[:1]))
+        data_parallel(save, "dp2", make_mesh(DATA_AXIS, devices[:2]))
+        data_parallel(save, "dp1", make_mesh(DATA_AXIS, devices[:1]))
+        single_device_ppo(save, "ref")
+        gradient_average(save, make_mesh(DATA_AXIS, devices[:2]))
+    elif mode == "multihost":
+        population(save, "pop2")
+        data_parallel(save, "dp2")
+    else:
+        raise SystemExit(f"unknown mode {mode!r}")
+    if jax.process_index() == 0:
+        np.savez(out, **save)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

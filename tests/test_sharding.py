@@ -1,0 +1,167 @@
+"""Several devices and hosts, on CPU, in subprocesses.
+
+The device count is fixed when a JAX backend starts, so each check runs
+``tests/sharding_worker.py`` in a fresh process with
+``--xla_force_host_platform_device_count`` (and the CPU scheduler flag that
+avoids jaxlib's deadlock, see ``ondevice_rl/_xla.py``). The multi-host check
+starts two processes that meet on a loopback coordinator (gloo collectives).
+"""
+
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from ondevice_rl import distributed
+
+WORKER = Path(__file__).with_name("sharding_worker.py")
+SCHEDULER_FLAG = "--xla_cpu_enable_concurrency_optimized_scheduler=false"
+TIMEOUT_S = 300
+
+
+def _env(devices: int) -> dict:
+    env = dict(os.environ)
+    env["JAX_PLATFORMS"] = "cpu"
+    env["XLA_FLAGS"] = (
+        f"--xla_force_host_platform_device_count={devices} {SCHEDULER_FLAG}"
+    )
+    for name in (
+        distributed.ENV_COORDINATOR,
+        distributed.ENV_NUM_PROCESSES,
+        distributed.ENV_PROCESS_ID,
+    ):
+        env.pop(name, None)
+    return env
+
+
+def _check(proc: subprocess.CompletedProcess | subprocess.Popen, output: str):
+    assert proc.returncode == 0, f"worker failed ({proc.returncode}):\n{output}"
+
+
+@pytest.fixture(scope="module")
+def single(tmp_path_factory) -> dict:
+    """One process, 4 CPU devices: every single-process check's arrays."""
+    out = tmp_path_factory.mktemp("single") / "single.npz"
+    proc = subprocess.run(
+        [sys.executable, str(WORKER), "single", str(out)],
+        env=_env(4),
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT_S,
+    )
+    _check(proc, proc.stdout + proc.stderr)
+    with np.load(out) as data:
+        return dict(data)
+
+
+def _tagged(data: dict, tag: str) -> dict:
+    return {k.split("/", 1)[1]: v for k, v in data.items() if k.startswith(tag + "/")}
+
+
+def _assert_close(a: dict, b: dict, atol=1e-5):
+    assert a.keys() == b.keys() and a
+    for key in a:
+        np.testing.assert_allclose(a[key], b[key], rtol=1e-5, atol=atol, err_msg=key)
+
+
+def test_population_sharded_over_4_devices_matches_1_device(single):
+    assert single["device_count"] == 4
+    pop1 = _tagged(single, "pop1")
+    assert len(pop1) == 6 * 9  # 6 members (padded to 8 on 4 devices) x metrics
+    _assert_close(_tagged(single, "pop4"), pop1)
+    _assert_close(_tagged(single, "pop2"), pop1)
+
+
+def test_data_parallel_step_averages_gradients(single):
+    # One minibatch step over 2 devices == per-shard gradients averaged by hand.
+    assert single["grad/shard_difference"] > 1e-3  # shards' gradients differ
+    assert single["grad/update_size"] > 1e-5
+    assert single["grad/max_abs_err"] < 1e-7
+
+
+def test_data_parallel_keeps_params_replicated_and_one_device_is_plain_ppo(single):
+    for tag in ("dp1", "dp2"):
+        flags = [v for k, v in _tagged(single, tag).items() if "replicated" in k]
+        assert flags and all(flags), tag
+    # Over one device the data-parallel program is make_train's, number for number.
+    _assert_close(_tagged(single, "dp1"), _tagged(single, "ref"), atol=1e-6)
+    dp2 = _tagged(single, "dp2")
+    for name in ("episode_return", "total_loss", "entropy"):
+        assert np.all(np.isfinite(dp2[name])), name
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_two_processes_match_one_process_with_two_devices(single, tmp_path):
+    port, out = _free_port(), tmp_path / "multihost.npz"
+    procs = [
+        subprocess.Popen(
+            [sys.executable, str(WORKER), "multihost", str(out), str(port), "2",
+             str(i)],
+            env=_env(1),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        for i in range(2)
+    ]  # fmt: skip
+    outputs = []
+    try:
+        for proc in procs:
+            outputs.append(proc.communicate(timeout=TIMEOUT_S)[0])
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    for proc, output in zip(procs, outputs, strict=True):
+        _check(proc, output)
+    with np.load(out) as data:
+        multi = dict(data)
+    assert multi["process_count"] == 2 and multi["device_count"] == 2
+    _assert_close(_tagged(multi, "pop2"), _tagged(single, "pop2"))
+    _assert_close(_tagged(multi, "dp2"), _tagged(single, "dp2"))
+
+
+# --- configuration of the multi-controller runtime (no subprocess) ---------------
+
+
+def test_distributed_config_from_flags_and_env():
+    assert distributed.config_from_env(environ={}) is None
+    env = {
+        distributed.ENV_COORDINATOR: "10.0.0.1:1234",
+        distributed.ENV_NUM_PROCESSES: "4",
+        distributed.ENV_PROCESS_ID: "3",
+    }
+    assert distributed.config_from_env(environ=env) == distributed.DistributedConfig(
+        "10.0.0.1:1234", 4, 3
+    )
+    # Flags win over the environment.
+    config = distributed.config_from_env("host:99", 2, 0, environ=env)
+    assert config == distributed.DistributedConfig("host:99", 2, 0)
+    auto = distributed.config_from_env(environ={distributed.ENV_COORDINATOR: "auto"})
+    assert auto.coordinator == "auto"
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (("h:1", None, 0), "missing --num-processes"),
+        (("h:1", 2, None), "missing --process-id"),
+        ((None, 2, 0), "missing --coordinator"),
+        (("nohost", 2, 0), "host:port"),
+        (("h:1", 2, 2), "process_id must be in 0..1"),
+        (("h:1", "two", 0), "must be an integer"),
+    ],
+)
+def test_distributed_config_errors(args, message):
+    with pytest.raises(ValueError, match=message):
+        distributed.config_from_env(*args, environ={})

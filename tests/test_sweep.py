@@ -1,0 +1,358 @@
+"""Sweeps: search specs, populations compiled once, grouping, chunking, CLI.
+
+Programs here are tiny and compiled with XLA's backend optimisation off (a few
+times faster to compile on CPU): the process-wide ``DEFAULT_CACHE`` is
+switched to that for this module, so the CLI test reuses the programs too.
+"""
+
+import csv
+import json
+
+import jax
+import numpy as np
+import pytest
+
+from ondevice_rl import envs
+from ondevice_rl.train import cli
+from ondevice_rl.train.ppo import PPOConfig, make_train
+from ondevice_rl.train.sweep import (
+    DEFAULT_CACHE,
+    LogUniform,
+    SweepSpecError,
+    Uniform,
+    build_plan,
+    estimate_member_bytes,
+    plan_chunks,
+    program,
+    report,
+    run_plan,
+    run_sweep,
+    scores,
+    trace_count,
+)
+
+FAST = {"xla_backend_optimization_level": 0}
+TINY = PPOConfig(
+    total_timesteps=2 * 8 * 6,  # 6 updates
+    num_envs=2,
+    num_steps=8,
+    update_epochs=1,
+    num_minibatches=1,
+    hidden=(8,),
+)
+SEARCH = {"learning_rate": [1e-3, 3e-2]}
+LENGTHS = {"length": [0.5, 1.0]}
+CLI_TINY = [
+    "--total-timesteps", "96", "--num-envs", "2", "--num-steps", "8",
+    "--update-epochs", "1", "--num-minibatches", "1", "--hidden", "8",
+    "--no-progress",
+]  # fmt: skip
+
+
+@pytest.fixture(scope="module", autouse=True)
+def fast_cache():
+    saved = DEFAULT_CACHE.compiler_options
+    DEFAULT_CACHE.clear()
+    DEFAULT_CACHE.compiler_options = FAST
+    yield DEFAULT_CACHE
+    DEFAULT_CACHE.clear()
+    DEFAULT_CACHE.compiler_options = saved
+
+
+@pytest.fixture(scope="module")
+def base():
+    """8 members: 2 learning rates x 2 pole lengths x 2 seeds, one program."""
+    before = trace_count()
+    result = run_sweep(TINY, seeds=2, search=SEARCH, env_params=LENGTHS)
+    assert result.programs_compiled == 1 and trace_count() == before + 1
+    return result
+
+
+def _curves(result, metric="total_loss"):
+    return np.stack([result.metrics[m.index][metric] for m in result.plan.members])
+
+
+# --- search spaces (nothing compiled) ---------------------------------------------
+
+
+def test_plan_grid_crosses_fields_and_seeds():
+    plan = build_plan(TINY, seeds=3, search={**SEARCH, "clip_eps": [0.1, 0.2, 0.3]})
+    assert len(plan.members) == 2 * 3 * 3 and plan.num_settings == 6
+    assert plan.swept == ("learning_rate", "clip_eps")
+    m = plan.members[4]
+    assert (m.seed, m.setting) == (1, 1)
+    assert m.config.hyperparams.clip_eps == np.float32(0.2)
+    assert plan.setting_values(m) == {"learning_rate": 1e-3, "clip_eps": 0.2}
+    # One value is a fixed change, not a swept field.
+    plan = build_plan(TINY, search={"gamma": [0.9], **SEARCH}, env_params=LENGTHS)
+    assert plan.swept == ("learning_rate", "env.length")
+    assert all(m.config.gamma == 0.9 for m in plan.members)
+
+
+def test_plan_random_draws_are_in_range_and_reproducible():
+    search = {"learning_rate": LogUniform(1e-5, 1e-2), "num_envs": [2, 4]}
+    env = {"length": Uniform(0.25, 1.0)}
+    a = build_plan(TINY, 2, search, env, samples=5, sample_seed=7)
+    b = build_plan(TINY, 2, search, env, samples=5, sample_seed=7)
+    c = build_plan(TINY, 2, search, env, samples=5, sample_seed=8)
+    assert len(a.members) == 2 * 5 * 2 and a == b and a != c
+    lrs = {m.config.learning_rate for m in a.members}
+    assert len(lrs) == 5 and all(1e-5 <= lr <= 1e-2 for lr in lrs)
+    lengths = [dict(m.env_params)["length"] for m in a.members]
+    assert all(0.25 <= x <= 1.0 for x in lengths)
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"search": {"learning_rte": [1e-3]}}, "did you mean learning_rate"),
+        ({"search": {"env": ["Pendulum-v1"]}}, "env cannot be swept"),
+        ({"search": {"gamma": [1.5]}}, r"gamma=1.5 is outside"),
+        ({"search": {"learning_rate": [0.0]}}, "learning_rate=0.0 is outside"),
+        ({"search": {"learning_rate": LogUniform(1e-5, 1e-2)}}, "need a number"),
+        ({"search": SEARCH, "samples": 4}, "no uniform/loguniform"),
+        ({"search": {"num_envs": Uniform(1, 8)}, "samples": 2}, "sets shapes"),
+        ({"search": {"num_minibatches": [5]}}, "not divisible"),
+        ({"search": {"activation": ["sigmoid"]}}, "unknown activation"),
+        ({"env_params": {"lenght": [1.0]}}, "did you mean length"),
+        ({"env_params": {"max_steps": [1.5]}}, "is an integer"),
+        ({"seeds": [1, 1]}, "repeated seeds"),
+        ({"seeds": 0}, "seeds must be >= 1"),
+    ],
+)
+def test_plan_errors_are_one_line(kwargs, message):
+    with pytest.raises(SweepSpecError, match=message) as err:
+        build_plan(TINY, **{"seeds": 1, **kwargs})
+    assert "\n" not in str(err.value)
+
+
+def test_distributions_reject_bad_bounds():
+    with pytest.raises(SweepSpecError):
+        LogUniform(0.0, 1.0)
+    with pytest.raises(SweepSpecError):
+        Uniform(2.0, 1.0)
+
+
+def test_plan_chunks_equal_sizes_multiple_of_devices():
+    assert plan_chunks(256, 1000, 1) == (256, 1)
+    assert plan_chunks(256, 100, 1) == (86, 3)  # 3 equal chunks, 2 members padded
+    assert plan_chunks(10, 4, 4) == (4, 3)
+    assert plan_chunks(10, 1, 4) == (4, 3)  # never below one member per device
+    assert plan_chunks(5, 100, 4) == (8, 1)  # padded to the device count
+    assert plan_chunks(10, 100, 1, chunk_size=3) == (3, 4)
+
+
+def test_scores():
+    s = scores(np.arange(20.0))
+    assert s == {"final_return": 19.0, "last10_return": 18.5, "auc": 9.5}
+
+
+# --- populations --------------------------------------------------------------------
+
+
+def test_swept_values_change_results(base):
+    losses = _curves(base)
+    by_seed = {}
+    for m in base.plan.members:
+        by_seed.setdefault(m.seed, []).append(losses[m.index])
+    for curves in by_seed.values():  # same seed, different lr / length
+        for i in range(1, len(curves)):
+            assert not np.allclose(curves[0], curves[i])
+    assert np.all(np.isfinite(losses))
+
+
+def test_new_values_reuse_the_compiled_program(base):
+    traces = trace_count()
+    again = run_sweep(
+        TINY,
+        seeds=[5, 6],
+        search={"clip_eps": [0.1, 0.3], "gamma": [0.9, 0.95]},
+    )
+    assert again.programs_compiled == 0 and trace_count() == traces
+    # A smaller population reuses it too (padded: at most half the work wasted).
+    fewer = run_sweep(TINY, seeds=3, search={"ent_coef": [0.0, 0.02]})
+    assert fewer.programs_compiled == 0 and trace_count() == traces
+    assert fewer.groups[0].chunk_size == 8 and len(fewer.finished) == 6
+    assert not np.allclose(_curves(again), _curves(base))
+
+
+def test_member_matches_the_same_run_trained_alone(base):
+    m = base.plan.members[5]
+    assert dict(m.env_params) and m.config.learning_rate != TINY.learning_rate
+    _, params = envs.make(TINY.env)
+    params = params._replace(**dict(m.env_params))
+    train = jax.jit(make_train(m.config))
+    args = (jax.random.key(m.seed), m.config.hyperparams, params)
+    alone = train.lower(*args).compile(compiler_options=FAST)(*args).metrics
+    for name, values in alone.items():
+        np.testing.assert_allclose(
+            base.metrics[m.index][name][:3], np.asarray(values)[:3],
+            rtol=1e-4, atol=1e-5, err_msg=name,
+        )  # fmt: skip
+
+
+def test_static_fields_compile_once_per_group(base):
+    traces = trace_count()
+    search = {"num_envs": [2, 4], "learning_rate": [1e-3, 1e-2]}
+    result = run_sweep(TINY, seeds=2, search=search)
+    assert [g.config.num_envs for g in result.groups] == [2, 4]
+    assert [g.members for g in result.groups] == [4, 4]
+    # num_envs=2 is the base program (cached); num_envs=4 compiles once.
+    assert [g.compiled for g in result.groups] == [False, True]
+    assert result.programs_compiled == 1 and trace_count() == traces + 1
+    assert run_sweep(TINY, seeds=2, search=search).programs_compiled == 0
+    wide = result.metrics[result.plan.members[-1].index]["episode_return"]
+    assert wide.shape == (TINY.total_timesteps // (4 * 8),)
+
+
+def test_chunked_equals_unchunked_and_budget_picks_chunks(base):
+    chunked = run_plan(base.plan, chunk_size=3)
+    assert (chunked.groups[0].chunk_size, chunked.groups[0].num_chunks) == (3, 3)
+    np.testing.assert_allclose(_curves(chunked), _curves(base), rtol=1e-5, atol=1e-6)
+    # A budget of 3 estimated members per device selects the same chunking.
+    budget = 3 * estimate_member_bytes(TINY) + 1
+    auto = run_plan(base.plan, memory_budget_bytes=budget)
+    assert auto.programs_compiled == 0
+    assert (auto.groups[0].chunk_size, auto.groups[0].num_chunks) == (3, 3)
+    np.testing.assert_allclose(_curves(auto), _curves(base), rtol=1e-5, atol=1e-6)
+
+
+def test_estimate_is_conservative(base):
+    group = base.groups[0]
+    per_member_xla = group.program_bytes / group.chunk_size
+    assert per_member_xla <= group.estimated_bytes_per_member < 20 * per_member_xla
+
+
+def test_interrupt_keeps_finished_members(base):
+    def stop_after_first(result, group, chunk):
+        raise KeyboardInterrupt
+
+    partial = run_plan(base.plan, chunk_size=3, on_chunk=stop_after_first)
+    assert partial.interrupted and len(partial.finished) == 3
+    assert [r["member"] for r in partial.rows()] == [0, 1, 2]
+    for m in partial.finished:
+        np.testing.assert_allclose(
+            partial.metrics[m.index]["total_loss"], base.metrics[m.index]["total_loss"],
+            rtol=1e-5, atol=1e-6,
+        )  # fmt: skip
+
+
+def test_result_table_ranking_curves_and_files(base, tmp_path):
+    rows = base.rows()
+    assert len(rows) == 8
+    assert {"seed", "learning_rate", "env.length", "final_return", "last10_return",
+            "auc"} <= set(rows[0])  # fmt: skip
+    ranking = base.ranking()
+    assert len(ranking) == 4 and all(len(s.seeds) == 2 for s in ranking)
+    means = [s.last10_mean for s in ranking]
+    assert means == sorted(means, reverse=True) and base.best == ranking[0]
+    steps, returns = base.curves()[ranking[0].setting]
+    assert returns.shape == (2, TINY.num_updates) and steps[-1] == 96
+    paths = report.write_outputs(base, tmp_path)
+    assert all(p.exists() and p.stat().st_size > 0 for p in paths)
+    with (tmp_path / "sweep.csv").open() as f:
+        assert len(list(csv.DictReader(f))) == 8
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["best"]["last10_mean"] == pytest.approx(ranking[0].last10_mean)
+
+
+def test_memory_budget_is_positive():
+    from ondevice_rl.sharding import make_mesh
+
+    assert program.memory_budget(make_mesh()) > 0
+
+
+# --- CLI ------------------------------------------------------------------------
+
+
+def test_cli_sweep_writes_files_and_ranking(base, tmp_path, capsys):
+    out = tmp_path / "sweep"
+    argv = ["sweep", "--seeds", "2", "--learning-rate", "1e-3,3e-2",
+            "--env-param", "length=0.5,1.0", "--out", str(out), *CLI_TINY]  # fmt: skip
+    assert cli.main(argv) == 0
+    printed = capsys.readouterr().out
+    assert "learning_rate" in printed and "best:" in printed
+    assert "0 program(s) compiled" in printed  # reused the fixture's program
+    for name in ("sweep.csv", "ranking.csv", "curves.png", "curves.npz",
+                 "summary.json"):  # fmt: skip
+        assert (out / name).stat().st_size > 0, name
+    with (out / "sweep.csv").open() as f:
+        rows = list(csv.DictReader(f))
+    assert len(rows) == 8
+    got = sorted(float(r["final_return"]) for r in rows)
+    want = sorted(r["final_return"] for r in base.rows())
+    np.testing.assert_allclose(got, want, rtol=1e-4)
+
+
+def test_cli_random_search(base, tmp_path, capsys):
+    argv = ["sweep", "--seeds", "2", "--learning-rate", "loguniform:1e-4:1e-2",
+            "--samples", "3", "--out", str(tmp_path), *CLI_TINY]  # fmt: skip
+    assert cli.main(argv) == 0
+    assert "0 program(s) compiled" in capsys.readouterr().out
+    with (tmp_path / "ranking.csv").open() as f:
+        assert len(list(csv.DictReader(f))) == 3
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--learning-rate", "abc"], "cannot read 'abc' as a number"),
+        (["--learning-rate", "loguniform:1e-5"], "loguniform:LOW:HIGH"),
+        (["--learning-rate", "loguniform:1e-2:1e-5", "--samples", "2"], "low < high"),
+        (["--clip-eps", "uniform:0.1:0.3"], "--samples N"),
+        (["--num-envs", "4.5"], "expected integers"),
+        (["--hidden", "64-64"], "widths like 64x64"),
+        (["--env-param", "length"], "NAME=SPEC"),
+        (["--env-param", "lenght=1"], "did you mean length"),
+        (["--env", "CartPol-v1"], "unknown environment"),
+        (["--seeds", "x"], "--seeds"),
+        (["--memory-budget", "lots"], "--memory-budget"),
+        (["--coordinator", "h:1"], "missing --num-processes"),
+    ],
+)
+def test_cli_bad_specs_exit_2_with_one_line(args, message, capsys):
+    assert cli.main(["sweep", *args]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("ondevice-rl sweep: error:") and message in err
+    assert "\n" not in err
+
+
+def test_cli_interrupt_writes_finished_members(base, tmp_path, monkeypatch, capsys):
+    calls = []
+    original = program.Program.__call__
+
+    def interrupt_second_chunk(self, inputs):
+        calls.append(1)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return original(self, inputs)
+
+    monkeypatch.setattr(program.Program, "__call__", interrupt_second_chunk)
+    argv = ["sweep", "--seeds", "2", "--learning-rate", "1e-3,3e-2",
+            "--env-param", "length=0.5,1.0", "--chunk-size", "3",
+            "--out", str(tmp_path), *CLI_TINY]  # fmt: skip
+    assert cli.main(argv) == 130
+    assert "interrupted: wrote 3 of 8 members" in capsys.readouterr().err
+    with (tmp_path / "sweep.csv").open() as f:
+        assert len(list(csv.DictReader(f))) == 3
+
+
+# --- slow ---------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_population_of_256_cartpole_members_on_cpu():
+    """64 random learning rates x 4 seeds, default network, one program."""
+    DEFAULT_CACHE.compiler_options = None  # full optimisation: this one runs long
+    try:
+        result = run_sweep(
+            PPOConfig(total_timesteps=32_768),
+            seeds=4,
+            search={"learning_rate": LogUniform(1e-4, 3e-3)},
+            samples=64,
+        )
+    finally:
+        DEFAULT_CACHE.compiler_options = FAST
+    assert len(result.finished) == 256 and not result.interrupted
+    assert result.programs_compiled == 1
+    assert result.best.last10_mean > 100.0
