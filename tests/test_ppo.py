@@ -182,3 +182,20 @@ def test_cartpole_eight_seeds_reach_475():
     out = jax.jit(jax.vmap(ppo.make_train(config)))(keys, hp)
     final = np.asarray(out.metrics["episode_return"])[:, -10:].mean()
     assert final >= 475.0, final
+
+
+@pytest.mark.parametrize("n", [1, 7, 512, 1000])
+def test_fast_permutation_is_a_permutation_and_varies(n):
+    from ondevice_rl.train.ppo.loop import fast_permutation
+
+    perms = jax.vmap(lambda k: fast_permutation(k, n))(
+        jax.random.split(jax.random.PRNGKey(0), 200)
+    )
+    perms = np.asarray(perms)
+    assert np.all(np.sort(perms, axis=1) == np.arange(n))
+    if n > 1:
+        # Position 0 takes every value about equally often (uniformity check).
+        counts = np.bincount(perms[:, 0], minlength=n)
+        if n >= 100:
+            assert len({tuple(p) for p in perms}) == 200
+        assert counts.max() <= 200 / n + 5 * np.sqrt(200 / n) + 2

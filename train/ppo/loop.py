@@ -60,6 +60,22 @@ class Trainer(NamedTuple):
 METRIC_NAMES = ("episode_return", "episode_length", "episodes") + LossStats._fields
 
 
+def fast_permutation(key: jax.Array, n: int) -> jax.Array:
+    """A random permutation of ``arange(n)`` from one single-key sort, ``[n]``.
+
+    ``jax.random.permutation`` sorts (key, value) pairs, which costs ~5× more
+    on XLA:CPU than sorting one uint32 array. Here the index rides in the low
+    bits of the random sort key. Ties in the remaining high bits (≥ 20 bits
+    for n ≤ 4096) keep index order, a bias far below minibatch noise.
+    """
+    index_bits = max(1, (n - 1).bit_length())
+    bits = jax.random.bits(key, (n,), jnp.uint32)
+    high = jnp.uint32((0xFFFFFFFF << index_bits) & 0xFFFFFFFF)
+    keys = (bits & high) | jnp.arange(n, dtype=jnp.uint32)
+    low = jnp.uint32((1 << index_bits) - 1)
+    return (jnp.sort(keys) & low).astype(jnp.int32)
+
+
 def _masked_mean(x: jax.Array, mask: jax.Array, fallback: jax.Array) -> jax.Array:
     count = mask.sum()
     mean = jnp.where(mask, x, 0.0).sum() / jnp.maximum(count, 1)
@@ -126,7 +142,7 @@ def make_trainer(config: PPOConfig) -> Trainer:
             return (optax.apply_updates(params, updates), opt_state), stats
 
         def epoch(carry, epoch_key):
-            perm = jax.random.permutation(epoch_key, config.batch_size)
+            perm = fast_permutation(epoch_key, config.batch_size)
             shuffled = jax.tree.map(
                 lambda x: jnp.take(x, perm, axis=0).reshape(
                     (config.num_minibatches, config.minibatch_size) + x.shape[1:]
