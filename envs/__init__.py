@@ -32,7 +32,9 @@ GYMNAX_IDS = (
     "Pendulum-v1",
 )
 for _id in GYMNAX_IDS:
-    register(f"gymnax/{_id}", partial(GymnaxAdapter, _id))
+    # Only gymnax's Acrobot uses the step key (torque noise).
+    _stochastic = _id == "Acrobot-v1"
+    register(f"gymnax/{_id}", partial(GymnaxAdapter, _id, stochastic_step=_stochastic))
 BRAX_NAMES = ("ant", "halfcheetah", "hopper", "humanoid", "inverted_pendulum")
 if importlib.util.find_spec("brax") is not None:
     for _name in BRAX_NAMES:

@@ -24,14 +24,18 @@ class GymnaxParams(NamedTuple):
 
 
 class GymnaxAdapter(Environment):
-    """Wraps ``gymnax.make(gymnax_id)``; state is gymnax's state (has ``time``)."""
+    """Wraps ``gymnax.make(gymnax_id)``; state is gymnax's state (has ``time``).
 
-    # gymnax step_env functions may consume their key: wrappers must split it.
-    stochastic_step = True
+    ``stochastic_step=False`` promises that gymnax's ``step_env`` ignores its
+    key (true of CartPole, MountainCar(Continuous) and Pendulum), so
+    ``AutoReset`` may reuse it for the reset: one PRNG split less per env
+    per step, the dominant cost of stepping these envs in a batch.
+    """
 
-    def __init__(self, gymnax_id: str, **kwargs: Any):
+    def __init__(self, gymnax_id: str, *, stochastic_step: bool = True, **kwargs):
         import gymnax
 
+        self.stochastic_step = stochastic_step
         self.gymnax_env, self._gymnax_params = gymnax.make(gymnax_id, **kwargs)
         self.name = f"gymnax/{gymnax_id}"
         # gymnax >= 1.0 reports time limits apart (``is_truncated``).

@@ -102,3 +102,18 @@ def test_brax_adapter():
         state = ts.state
     assert bool(ts.truncated) and ts.reward.shape == ()
     assert ts.obs.shape == obs.shape
+
+
+@pytest.mark.parametrize("gymnax_id", envs.GYMNAX_IDS)
+def test_gymnax_step_key_use_matches_stochastic_step(gymnax_id):
+    # AutoReset reuses the step key for the reset when stochastic_step is False:
+    # only sound if the dynamics ignore the key.
+    env, params = envs.make(f"gymnax/{gymnax_id}")
+    if env.stochastic_step:
+        pytest.skip("declared stochastic: AutoReset splits the key")
+    _, state = env.reset(jax.random.PRNGKey(0), params)
+    action = env.action_space(params).sample(jax.random.PRNGKey(1))
+    a = env.step(jax.random.PRNGKey(2), state, action, params)
+    b = env.step(jax.random.PRNGKey(3), state, action, params)
+    for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b), strict=True):
+        np.testing.assert_array_equal(x, y)
