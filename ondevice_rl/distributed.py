@@ -151,6 +151,22 @@ def is_main_process() -> bool:
     return jax.process_index() == 0
 
 
+def min_over_processes(value: int) -> int:
+    """The smallest ``value`` given by any process (``value`` on one process).
+
+    A collective: every process must call it. Used so that every process picks
+    the same chunk size (and so the same compiled program) from its own
+    memory budget.
+    """
+    if jax.process_count() == 1:
+        return int(value)
+    import numpy as np
+    from jax.experimental import multihost_utils
+
+    values = multihost_utils.process_allgather(np.asarray([value], np.int64))
+    return int(np.min(values))
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Adds ``--coordinator``, ``--num-processes``, ``--process-id`` to a CLI."""
     group = parser.add_argument_group(

@@ -131,6 +131,25 @@ def test_two_processes_match_one_process_with_two_devices(single, tmp_path):
     _assert_close(_tagged(multi, "dp2"), _tagged(single, "dp2"))
 
 
+@pytest.mark.slow
+def test_data_parallel_over_two_devices_learns_cartpole(tmp_path):
+    # About 10 s alone; slow only to keep the default suite's budget. The fast
+    # checks above cover the update's arithmetic.
+    out = tmp_path / "learn.npz"
+    proc = subprocess.run(
+        [sys.executable, str(WORKER), "dp-learn", str(out)],
+        env=_env(2),
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT_S,
+    )
+    _check(proc, proc.stdout + proc.stderr)
+    with np.load(out) as data:
+        returns = data["learn/episode_return"]
+    assert returns[-10:].mean() > 100.0
+    assert returns[-10:].mean() > returns[:10].mean() + 50.0
+
+
 # --- configuration of the multi-controller runtime (no subprocess) ---------------
 
 

@@ -40,7 +40,12 @@ from ondevice_rl.sharding import (
 )
 from ondevice_rl.spaces import Box
 from ondevice_rl.train.ppo.config import Hyperparams, PPOConfig
-from ondevice_rl.train.ppo.loop import TrainOutput, TrainState, make_trainer
+from ondevice_rl.train.ppo.loop import (
+    TrainOutput,
+    TrainState,
+    fast_permutation,
+    make_trainer,
+)
 from ondevice_rl.train.ppo.loss import Minibatch, ppo_loss
 
 
@@ -137,7 +142,7 @@ def make_train_dp(
             return (params, opt_state), stats
 
         def epoch(carry, epoch_key):
-            perm = jax.random.permutation(epoch_key, local_batch)
+            perm = fast_permutation(epoch_key, local_batch)
             shuffled = jax.tree.map(
                 lambda x: jnp.take(x, perm, axis=0).reshape(
                     (config.num_minibatches, local_minibatch) + x.shape[1:]

@@ -25,17 +25,22 @@ from ondevice_rl import distributed
 from ondevice_rl.train.ppo.config import HYPERPARAM_FIELDS, PPOConfig
 
 PROG = "ondevice-rl sweep"
-_STATIC_FLAGS = {
-    "total_timesteps": int,
-    "num_envs": int,
-    "num_steps": int,
-    "update_epochs": int,
-    "num_minibatches": int,
-    "hidden": "hidden",
-    "activation": str,
-    "anneal_lr": bool,
-    "normalize_obs": bool,
-}
+_KINDS = {"int": int, "str": str, "bool": bool, int: int, str: str, bool: bool}
+
+
+def _static_flags() -> dict:
+    """Static ``PPOConfig`` fields → value kind (``hidden`` is ``"hidden"``)."""
+    from dataclasses import fields
+
+    flags = {}
+    for f in fields(PPOConfig):
+        if f.name in HYPERPARAM_FIELDS or f.name == "env":
+            continue
+        flags[f.name] = "hidden" if f.name == "hidden" else _KINDS.get(f.type, str)
+    return flags
+
+
+_STATIC_FLAGS = _static_flags()
 _RANDOM = re.compile(r"^(uniform|loguniform):([^:]+):([^:]+)$")
 
 

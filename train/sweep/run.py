@@ -16,6 +16,7 @@ import jax
 from jax.sharding import Mesh
 
 from ondevice_rl import envs
+from ondevice_rl.distributed import min_over_processes
 from ondevice_rl.sharding import make_mesh, mesh_size, pad_leading, padded_size
 from ondevice_rl.train.ppo.config import PPOConfig
 from ondevice_rl.train.sweep.program import (
@@ -79,7 +80,8 @@ def run_plan(
     cache = DEFAULT_CACHE if cache is None else cache
     budget = memory_budget_bytes
     if budget is None and chunk_size is None:
-        budget = memory_budget(mesh)
+        # Every process must pick the same chunk size: agree on the smallest.
+        budget = min_over_processes(memory_budget(mesh))
     result = SweepResult(plan, [None] * len(plan.members))
     compiles_before, start = cache.compiles, time.perf_counter()
     groups = group_members(plan.members)
