@@ -33,14 +33,18 @@ REPEATS = 3
 OURS = ("CartPole-v1", "Acrobot-v1", "MountainCar-v0")
 OURS += ("MountainCarContinuous-v0", "Pendulum-v1")
 QUICK_ENVS = ("CartPole-v1", "gymnax/CartPole-v1")
+#: brax envs benchmarked by default when brax is installed (each batch size
+#: compiles for ~10 s or more on CPU; others with --envs).
+BRAX = ("brax/inverted_pendulum", "brax/ant")
 
 
 def default_envs(quick: bool) -> tuple[str, ...]:
-    """Our ports, their gymnax adapters, and brax's envs if installed."""
+    """Our ports, their gymnax adapters, and ``BRAX`` if installed."""
     if quick:
         return QUICK_ENVS
-    adapters = tuple(n for n in envs.names() if n.startswith(("gymnax/", "brax/")))
-    return OURS + adapters
+    adapters = tuple(n for n in envs.names() if n.startswith("gymnax/"))
+    brax = tuple(n for n in BRAX if n in envs.names())
+    return OURS + adapters + brax
 
 
 def num_steps_for(batch: int, quick: bool, name: str = "") -> int:
