@@ -137,19 +137,32 @@ def write_json(results: dict, path: Path) -> None:
 
 def plot(results: dict, path: Path) -> None:
     """SPS vs parallel environments, log-log: env stepping | PPO training."""
+    import matplotlib
     from matplotlib.figure import Figure
+    from matplotlib.ticker import NullFormatter, ScalarFormatter
 
     fig = Figure(figsize=(12, 4.8), layout="constrained")
     ax_env, ax_train = fig.subplots(1, 2)
+    styles = {"ondevice_rl": ("-", "o"), "adapter": (":", "o")}
     if "env" in results:
         series = {}
         for r in results["env"]["results"]:
             if r.get("sps"):
-                series.setdefault(r["env"], []).append((r["batch"], r["sps"]))
-        for name, points in series.items():
+                key = (r["env"], r["impl"])
+                series.setdefault(key, []).append((r["batch"], r["sps"]))
+        colors = matplotlib.colormaps["tab20"].colors
+        for i, ((name, impl), points) in enumerate(series.items()):
             xs, ys = zip(*sorted(points), strict=True)
-            style = "--" if "(" in name else "-"
-            ax_env.plot(xs, ys, style, marker="o", ms=3, label=name)
+            line, marker = styles.get(impl, ("--", "s"))
+            ax_env.plot(
+                xs,
+                ys,
+                line,
+                marker=marker,
+                ms=3,
+                label=name,
+                color=colors[i % len(colors)],
+            )
     ax_env.set(
         title="env stepping, random policy",
         xlabel="parallel envs",
@@ -157,9 +170,11 @@ def plot(results: dict, path: Path) -> None:
         xscale="log",
         yscale="log",
     )
+    ticks = [4]
     if "train" in results:
         rows = results["train"]["results"]
         xs = [4 * r["seeds"] for r in rows]
+        ticks = sorted(set(xs) | {4})
         ax_train.plot(xs, [r["sps"] for r in rows], "-o", label="ours (fused, vmap)")
         refs = [
             (4 * r["seeds"], r["reference"]["sps"]) for r in rows if "reference" in r
@@ -181,6 +196,9 @@ def plot(results: dict, path: Path) -> None:
     )
     for ax in (ax_env, ax_train):
         ax.grid(True, which="both", alpha=0.3)
+        ax.xaxis.set_major_formatter(ScalarFormatter())
+        ax.xaxis.set_minor_formatter(NullFormatter())
         if ax.get_legend_handles_labels()[0]:
-            ax.legend(fontsize=7)
+            ax.legend(fontsize=6, ncol=2 if ax is ax_env else 1)
+    ax_train.set_xticks(ticks)
     fig.savefig(path, dpi=110)
