@@ -31,6 +31,7 @@ from ondevice_rl.train.ppo import (
     make_trainer,
     ppo_loss,
 )
+from ondevice_rl.train.ppo.loop import fast_permutation
 
 FINAL_WINDOW = 10
 
@@ -100,7 +101,7 @@ def make_learner(config: PPOConfig, network: ActorCritic):
             return (optax.apply_updates(params, updates), opt_state), stats.total_loss
 
         def epoch(carry, epoch_key):
-            perm = jax.random.permutation(epoch_key, config.batch_size)
+            perm = fast_permutation(epoch_key, config.batch_size)  # as loop.py
             shape = (config.num_minibatches, config.minibatch_size)
             batches = jax.tree.map(
                 lambda x: jnp.take(x, perm, axis=0).reshape(shape + x.shape[1:]), flat
