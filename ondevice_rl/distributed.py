@@ -151,20 +151,22 @@ def is_main_process() -> bool:
     return jax.process_index() == 0
 
 
-def min_over_processes(value: int) -> int:
-    """The smallest ``value`` given by any process (``value`` on one process).
+def min_bytes_over_processes(nbytes: int) -> int:
+    """The smallest byte count given by any process (``nbytes`` on one process).
 
     A collective: every process must call it. Used so that every process picks
-    the same chunk size (and so the same compiled program) from its own
-    memory budget.
+    the same chunk size (and so the same compiled program) from its own memory
+    budget. Exchanged in whole MiB as int32 (JAX's default integer width), so
+    the result is rounded down to a MiB when several processes take part.
     """
     if jax.process_count() == 1:
-        return int(value)
+        return int(nbytes)
     import numpy as np
     from jax.experimental import multihost_utils
 
-    values = multihost_utils.process_allgather(np.asarray([value], np.int64))
-    return int(np.min(values))
+    mib = np.int32(min(max(int(nbytes) >> 20, 0), np.iinfo(np.int32).max))
+    values = multihost_utils.process_allgather(np.asarray([mib], np.int32))
+    return int(np.min(values)) << 20
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -60,6 +60,7 @@ def population(save, tag, mesh=None):
     for m in result.plan.members:
         for name, values in result.metrics[m.index].items():
             save[f"{tag}/{m.index}/{name}"] = values
+    save[f"chunks/{tag}"] = np.int64(result.groups[0].chunk_size)
 
 
 def _save_train(save, tag, out):

@@ -127,6 +127,8 @@ def test_two_processes_match_one_process_with_two_devices(single, tmp_path):
     with np.load(out) as data:
         multi = dict(data)
     assert multi["process_count"] == 2 and multi["device_count"] == 2
+    # Every process agreed on one chunk (the smallest memory budget).
+    assert multi["chunks/pop2"] == single["chunks/pop2"] == 6
     _assert_close(_tagged(multi, "pop2"), _tagged(single, "pop2"))
     _assert_close(_tagged(multi, "dp2"), _tagged(single, "dp2"))
 

@@ -22,6 +22,7 @@ from ondevice_rl.train.sweep import (
     Uniform,
     build_plan,
     estimate_member_bytes,
+    memory_budget,
     plan_chunks,
     program,
     report,
@@ -259,7 +260,7 @@ def test_result_table_ranking_curves_and_files(base, tmp_path):
 def test_memory_budget_is_positive():
     from ondevice_rl.sharding import make_mesh
 
-    assert program.memory_budget(make_mesh()) > 0
+    assert memory_budget(make_mesh()) > 0
 
 
 # --- CLI ------------------------------------------------------------------------

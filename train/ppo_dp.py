@@ -110,6 +110,10 @@ def make_train_dp(
     every device). The returned state's params/opt state are replicated, its
     rollout state is split over devices (``rollout.key`` is ``[D]`` keys), and
     ``metrics[name]`` is ``[num_updates]`` as in ``make_train``.
+
+    On several processes every process calls it with the same host (numpy)
+    arguments, e.g. ``jax.jit(lambda s, hp: train(jax.random.key(s), hp))``
+    with a numpy seed, so no input is tied to one process's device.
     """
     mesh = make_mesh(axis_name) if mesh is None else mesh
     num_devices = mesh_size(mesh)

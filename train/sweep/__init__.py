@@ -18,16 +18,18 @@ Example::
     result.programs_compiled   # 2 (one per num_envs value)
 """
 
+from ondevice_rl.train.sweep.memory import (
+    ChunkPlan,
+    estimate_member_bytes,
+    memory_budget,
+    plan_chunks,
+)
 from ondevice_rl.train.sweep.program import (
     DEFAULT_CACHE,
-    ChunkPlan,
     PopulationInputs,
     Program,
     ProgramCache,
     compile_program,
-    estimate_member_bytes,
-    memory_budget,
-    plan_chunks,
     program_config,
     stack_inputs,
     trace_count,

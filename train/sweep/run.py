@@ -2,9 +2,9 @@
 
 Members are grouped by static config (``program_config``); each group gets
 one compiled program, run over equal chunks of its members (see
-``program.py`` for the memory rule), with the chunk's member axis split over
-every device of the mesh. A Ctrl-C stops between chunks' results and the
-members finished so far are returned (``SweepResult.interrupted``).
+``memory.py`` for the memory rule), with the chunk's member axis split over
+every device of the mesh. A Ctrl-C stops the run; the members of finished
+chunks are returned (``SweepResult.interrupted``).
 """
 
 import contextlib
@@ -16,15 +16,13 @@ import jax
 from jax.sharding import Mesh
 
 from ondevice_rl import envs
-from ondevice_rl.distributed import min_over_processes
+from ondevice_rl.distributed import min_bytes_over_processes
 from ondevice_rl.sharding import make_mesh, mesh_size, pad_leading, padded_size
 from ondevice_rl.train.ppo.config import PPOConfig
+from ondevice_rl.train.sweep.memory import max_chunk_for, memory_budget, plan_chunks
 from ondevice_rl.train.sweep.program import (
     DEFAULT_CACHE,
     ProgramCache,
-    max_chunk_for,
-    memory_budget,
-    plan_chunks,
     program_config,
     stack_inputs,
     take,
@@ -81,7 +79,7 @@ def run_plan(
     budget = memory_budget_bytes
     if budget is None and chunk_size is None:
         # Every process must pick the same chunk size: agree on the smallest.
-        budget = min_over_processes(memory_budget(mesh))
+        budget = min_bytes_over_processes(memory_budget(mesh))
     result = SweepResult(plan, [None] * len(plan.members))
     compiles_before, start = cache.compiles, time.perf_counter()
     groups = group_members(plan.members)
@@ -139,7 +137,7 @@ def run_plan(
 
 
 def _program_for(config, num_members, mesh, cache, chunk_size, budget):
-    """Picks or compiles the group's program (see ``program.py``)."""
+    """Picks or compiles the group's program (see ``memory.py``)."""
     num_devices = mesh_size(mesh)
     if chunk_size is not None:
         size = min(
