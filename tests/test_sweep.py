@@ -7,6 +7,7 @@ switched to that for this module, so the CLI test reuses the programs too.
 
 import csv
 import json
+import signal
 
 import jax
 import numpy as np
@@ -236,6 +237,16 @@ def test_interrupt_keeps_finished_members(base):
             partial.metrics[m.index]["total_loss"], base.metrics[m.index]["total_loss"],
             rtol=1e-5, atol=1e-6,
         )  # fmt: skip
+
+
+def test_first_ctrl_c_finishes_the_running_chunk_then_stops(base, capsys):
+    def press_ctrl_c(result, group, chunk):
+        signal.raise_signal(signal.SIGINT)  # as if pressed during this chunk
+
+    partial = run_plan(base.plan, chunk_size=3, on_chunk=press_ctrl_c)
+    assert partial.interrupted and len(partial.finished) == 3
+    assert "stopping after the running chunk" in capsys.readouterr().err
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
 
 
 def test_result_table_ranking_curves_and_files(base, tmp_path):

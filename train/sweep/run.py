@@ -3,11 +3,15 @@
 Members are grouped by static config (``program_config``); each group gets
 one compiled program, run over equal chunks of its members (see
 ``memory.py`` for the memory rule), with the chunk's member axis split over
-every device of the mesh. A Ctrl-C stops the run; the members of finished
+every device of the mesh. A first Ctrl-C lets the running chunk finish and
+stops there; a second one stops at once. Either way the members of finished
 chunks are returned (``SweepResult.interrupted``).
 """
 
 import contextlib
+import signal
+import sys
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -63,6 +67,38 @@ def _progress(enabled: bool):
     )
 
 
+@contextlib.contextmanager
+def _stop_between_chunks():
+    """Yields ``stop() -> bool``: set by a first Ctrl-C; a second one raises.
+
+    A running XLA program cannot be interrupted anyway, so the first Ctrl-C
+    only asks the loop to stop once the chunk's results are stored.
+    """
+    pressed = []
+    installable = threading.current_thread() is threading.main_thread()
+    if (
+        installable
+        and signal.getsignal(signal.SIGINT) is not signal.default_int_handler
+    ):
+        installable = False  # someone else (or SIG_IGN) owns Ctrl-C: leave it
+
+    def handler(signum, frame):
+        if pressed:
+            raise KeyboardInterrupt
+        pressed.append(True)
+        print(
+            "stopping after the running chunk (Ctrl-C again to stop now)",
+            file=sys.stderr,
+        )
+
+    previous = signal.signal(signal.SIGINT, handler) if installable else None
+    try:
+        yield lambda: bool(pressed)
+    finally:
+        if installable:
+            signal.signal(signal.SIGINT, previous)
+
+
 def run_plan(
     plan: SweepPlan,
     *,
@@ -85,7 +121,7 @@ def run_plan(
     groups = group_members(plan.members)
     show = progress and jax.process_index() == 0
     try:
-        with _progress(show) as bar:
+        with _stop_between_chunks() as stop, _progress(show) as bar:
             task = None
             if bar is not None:
                 task = bar.add_task("sweep", total=len(plan.members))
@@ -113,6 +149,8 @@ def run_plan(
                 result.programs_compiled = cache.compiles - compiles_before
                 inputs = stack_inputs(members, envs.make(config.env)[1])
                 for c in range(num_chunks):
+                    if stop():
+                        raise KeyboardInterrupt
                     if bar is not None:
                         bar.update(
                             task, description=f"{label}: chunk {c + 1}/{num_chunks}"
