@@ -5,12 +5,10 @@ step the observations go host→device (``put``), a jitted policy samples
 actions, and the actions come back device→host (``get``). After ``T`` steps
 the host-side part of the batch (rewards, terminated, truncated, final obs)
 is sent over once and one jitted update runs: GAE (``ondevice_rl.gae.gae``),
-then epochs × minibatches of ``ppo_loss``, with the fused loop's network,
-optimiser and hyperparameters. Every transfer goes through a
-``TransferCounter``, so the counts are exact by construction.
-
-The optimiser step duplicates ``optimise`` in ``train/ppo/loop.py``, which is
-a closure of ``make_trainer`` and needs the rollout inside the same update.
+then epochs × minibatches of ``ppo_loss``: the fused loop's own
+``Trainer.learn``, with its network, optimiser and hyperparameters. Every
+transfer goes through a ``TransferCounter``, so the counts are exact by
+construction.
 """
 
 import time
@@ -19,19 +17,11 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
-import optax
 
-from ondevice_rl.gae import gae
-from ondevice_rl.networks import ActorCritic, log_prob, sample_action
+from ondevice_rl.networks import log_prob, sample_action
+from ondevice_rl.rollout import Transition
 from ondevice_rl.train.bench.transfers import TransferCounter
-from ondevice_rl.train.ppo import (
-    Hyperparams,
-    Minibatch,
-    PPOConfig,
-    make_trainer,
-    ppo_loss,
-)
-from ondevice_rl.train.ppo.loop import fast_permutation
+from ondevice_rl.train.ppo import PPOConfig, Trainer, make_trainer
 
 FINAL_WINDOW = 10
 
@@ -45,8 +35,8 @@ class HostBatch(NamedTuple):
     final_obs: np.ndarray  # observation reached before any auto-reset
 
 
-def make_learner(config: PPOConfig, network: ActorCritic):
-    """``(optimizer(hp), act, learn)``; ``act`` and ``learn`` are jitted.
+def make_learner(trainer: Trainer):
+    """``(act, learn)``, both jitted, around the fused loop's own ``learn``.
 
     ``act(params, obs [B, O], key) -> (action [B], log_prob [B], value [B], key)``
     ``learn(params, opt_state, steps, host: HostBatch, key, hp) -> (params,
@@ -54,19 +44,7 @@ def make_learner(config: PPOConfig, network: ActorCritic):
     tuples ``(obs [B, O], action [B], log_prob [B], value [B])`` from ``act``
     (stacked inside the program: one dispatch, no transfer).
     """
-    per_update = config.update_epochs * config.num_minibatches
-
-    def optimizer(hp: Hyperparams) -> optax.GradientTransformation:
-        def learning_rate(count):  # as loop.py: linear anneal per update
-            if not config.anneal_lr:
-                return hp.learning_rate
-            done = (count // per_update).astype(jnp.float32)
-            return hp.learning_rate * (1.0 - done / config.num_updates)
-
-        return optax.chain(
-            optax.clip_by_global_norm(hp.max_grad_norm),
-            optax.adam(learning_rate, eps=1e-5),
-        )
+    network = trainer.network
 
     @jax.jit
     def act(params, obs, key):
@@ -78,42 +56,24 @@ def make_learner(config: PPOConfig, network: ActorCritic):
     @jax.jit
     def learn(params, opt_state, steps, host, key, hp):
         obs, action, logp, value = (jnp.stack(x) for x in zip(*steps, strict=True))
-        next_value = network.apply(params, host.final_obs, method=ActorCritic.value)
-        adv, target = gae(
-            host.reward,
-            value,
-            next_value,
-            host.terminated,
-            host.truncated,
-            hp.gamma,
-            hp.gae_lambda,
+        traj = Transition(
+            obs=obs,
+            action=action,
+            log_prob=logp,
+            value=value,
+            reward=host.reward,
+            terminated=host.terminated,
+            truncated=host.truncated,
+            final_obs=host.final_obs,
+            episode_done=None,
+            episode_return=None,
+            episode_length=None,
         )
-        flat = Minibatch(obs, action, logp, value, adv, target)
-        flat = jax.tree.map(lambda x: x.reshape((-1,) + x.shape[2:]), flat)
-        tx = optimizer(hp)
+        key, learn_key = jax.random.split(key)
+        params, opt_state, stats = trainer.learn(params, opt_state, traj, learn_key, hp)
+        return params, opt_state, key, stats.total_loss
 
-        def minibatch_step(carry, batch):
-            params, opt_state = carry
-            grads, stats = jax.grad(ppo_loss, argnums=1, has_aux=True)(
-                network.apply, params, batch, hp
-            )
-            updates, opt_state = tx.update(grads, opt_state, params)
-            return (optax.apply_updates(params, updates), opt_state), stats.total_loss
-
-        def epoch(carry, epoch_key):
-            perm = fast_permutation(epoch_key, config.batch_size)  # as loop.py
-            shape = (config.num_minibatches, config.minibatch_size)
-            batches = jax.tree.map(
-                lambda x: jnp.take(x, perm, axis=0).reshape(shape + x.shape[1:]), flat
-            )
-            return jax.lax.scan(minibatch_step, carry, batches)
-
-        key, opt_key = jax.random.split(key)
-        epoch_keys = jax.random.split(opt_key, config.update_epochs)
-        (params, opt_state), loss = jax.lax.scan(epoch, (params, opt_state), epoch_keys)
-        return params, opt_state, key, loss.mean()
-
-    return optimizer, act, learn
+    return act, learn
 
 
 def run_host_loop(config: PPOConfig, seed: int = 0, counter=None) -> dict:
@@ -126,8 +86,9 @@ def run_host_loop(config: PPOConfig, seed: int = 0, counter=None) -> dict:
     from gymnasium.vector import AutoresetMode
 
     counter = TransferCounter() if counter is None else counter
-    network = make_trainer(config).network
-    optimizer, act, learn = make_learner(config, network)
+    trainer = make_trainer(config)
+    network = trainer.network
+    act, learn = make_learner(trainer)
     hp = config.hyperparams
     B, T = config.num_envs, config.num_steps
     vec = gymnasium.make_vec(
@@ -139,7 +100,7 @@ def run_host_loop(config: PPOConfig, seed: int = 0, counter=None) -> dict:
     obs, _ = vec.reset(seed=seed)
     key, net_key = jax.random.split(jax.random.PRNGKey(seed))
     params = network.init(net_key, jnp.zeros(obs.shape[1:], jnp.float32))
-    opt_state = optimizer(hp).init(params)
+    opt_state = trainer.optimizer(hp).init(params)
 
     t0 = time.perf_counter()  # compile both programs ahead of the loop
     obs_spec = jax.ShapeDtypeStruct(obs.shape, jnp.float32)

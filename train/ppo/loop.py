@@ -43,8 +43,11 @@ class Trainer(NamedTuple):
     """The fused program in pieces. All functions are pure.
 
     ``init(key, hp, env_params) -> TrainState``;
-    ``update(state, hp, env_params) -> (state, metrics)`` does one rollout and
-    its optimisation; ``run(state, hp, env_params, num_updates)`` scans
+    ``learn(params, opt_state, traj, key, hp) -> (params, opt_state, stats)``
+    runs GAE and the epochs × minibatches on one ``[T, B]`` rollout (also used
+    by the host-loop baseline in ``train/bench``);
+    ``update(state, hp, env_params) -> (state, metrics)`` is a rollout then
+    ``learn``; ``run(state, hp, env_params, num_updates)`` scans
     ``update`` (``num_updates`` is static).
     """
 
@@ -52,7 +55,9 @@ class Trainer(NamedTuple):
     env: Any
     default_env_params: Any
     network: ActorCritic
+    optimizer: Callable  # hp -> optax.GradientTransformation
     init: Callable
+    learn: Callable
     update: Callable
     run: Callable
 
@@ -126,7 +131,23 @@ def make_trainer(config: PPOConfig) -> Trainer:
             params, optimizer(hp).init(params), rollout_state, jnp.int32(0), nan, nan
         )
 
-    def optimise(params, opt_state, traj: Transition, adv, targets, key, hp):
+    def learn(params, opt_state, traj: Transition, key, hp: Hyperparams):
+        """GAE, then epochs × minibatches of optimiser steps on ``[T, B]`` data.
+
+        Uses ``traj``'s obs, action, log_prob, value, reward, terminated,
+        truncated and final_obs. Returns ``(params, opt_state, LossStats)``
+        with the stats averaged over all minibatch steps.
+        """
+        next_values = network.apply(params, traj.final_obs, method=ActorCritic.value)
+        adv, targets = gae(
+            traj.reward,
+            traj.value,
+            next_values,
+            traj.terminated,
+            traj.truncated,
+            hp.gamma,
+            hp.gae_lambda,
+        )
         tx = optimizer(hp)
         flat = Minibatch(traj.obs, traj.action, traj.log_prob, traj.value, adv, targets)
         flat = jax.tree.map(
@@ -166,21 +187,9 @@ def make_trainer(config: PPOConfig) -> Trainer:
             config.num_steps,
             to_env_action,
         )
-        next_values = network.apply(
-            state.params, traj.final_obs, method=ActorCritic.value
-        )
-        adv, targets = gae(
-            traj.reward,
-            traj.value,
-            next_values,
-            traj.terminated,
-            traj.truncated,
-            hp.gamma,
-            hp.gae_lambda,
-        )
-        key, opt_key = jax.random.split(rollout_state.key)
-        params, opt_state, stats = optimise(
-            state.params, state.opt_state, traj, adv, targets, opt_key, hp
+        key, learn_key = jax.random.split(rollout_state.key)
+        params, opt_state, stats = learn(
+            state.params, state.opt_state, traj, learn_key, hp
         )
         done = traj.episode_done
         last_return = _masked_mean(traj.episode_return, done, state.last_return)
@@ -217,7 +226,9 @@ def make_trainer(config: PPOConfig) -> Trainer:
 
         return jax.lax.scan(body, state, None, length=num_updates)
 
-    return Trainer(config, env, default_env_params, network, init, update, run)
+    return Trainer(
+        config, env, default_env_params, network, optimizer, init, learn, update, run
+    )
 
 
 def make_train(config: PPOConfig) -> Callable[..., TrainOutput]:
