@@ -105,50 +105,88 @@ def single_device_ppo(save, tag):
 
 
 def gradient_average(save, mesh):
-    """One ``minibatch_step`` on the mesh vs. averaging shard gradients by hand."""
+    """One data-parallel ``Trainer.learn`` step (1 epoch, 1 minibatch) on the
+    mesh vs. per-shard GAE and gradients averaged by hand."""
     import jax
     import jax.numpy as jnp
     from jax.sharding import PartitionSpec as P
 
+    from ondevice_rl.gae import gae
     from ondevice_rl.networks import ActorCritic
-    from ondevice_rl.train.ppo import Minibatch, PPOConfig, ppo_loss
-    from ondevice_rl.train.ppo_dp import make_optimizer, minibatch_step
+    from ondevice_rl.rollout import Transition
+    from ondevice_rl.train.ppo import Minibatch, PPOConfig, make_trainer, ppo_loss
 
-    config = PPOConfig(**TINY)
-    hp = config.hyperparams
-    net = ActorCritic(2, False, (8,))
-    params = net.init(jax.random.key(1), np.zeros(4, np.float32))
     devices, axis = mesh.devices.size, mesh.axis_names[0]
-    n = 8 * devices
+    T, B = 4, 2 * devices
+    config = PPOConfig(
+        num_envs=B,
+        num_steps=T,
+        update_epochs=1,
+        num_minibatches=1,
+        total_timesteps=T * B,
+        hidden=(8,),
+    )
+    hp = config.hyperparams
+    trainer = make_trainer(config, axis, devices)
+    net = trainer.network
+    params = net.init(jax.random.key(1), np.zeros(4, np.float32))
     rng = np.random.default_rng(2)
-    batch = Minibatch(
-        rng.normal(size=(n, 4)).astype(np.float32),
-        rng.integers(0, 2, n).astype(np.int32),
-        -rng.uniform(size=n).astype(np.float32),
-        *(rng.normal(size=n).astype(np.float32) for _ in range(3)),
+
+    def normal(*shape):
+        return rng.normal(size=shape).astype(np.float32)
+
+    traj = Transition(
+        obs=normal(T, B, 4),
+        action=rng.integers(0, 2, (T, B)).astype(np.int32),
+        log_prob=-rng.uniform(size=(T, B)).astype(np.float32),
+        value=normal(T, B),
+        reward=normal(T, B),
+        terminated=rng.random((T, B)) < 0.2,
+        truncated=rng.random((T, B)) < 0.2,
+        final_obs=normal(T, B, 4),
+        episode_done=None,
+        episode_return=None,
+        episode_length=None,
     )
-    tx = make_optimizer(config, hp)
+    tx = trainer.optimizer(hp)
     opt_state = tx.init(params)
+    key = jax.random.key(3)
 
-    def step(params, opt_state, batch):
-        params, opt_state, _ = minibatch_step(
-            net.apply, tx, params, opt_state, batch, hp, axis
-        )
-        return params
+    def step(params, opt_state, traj):
+        return trainer.learn(params, opt_state, traj, key, hp)[0]
 
+    traj_spec = jax.tree.map(lambda _: P(None, axis), traj)
     sharded = jax.shard_map(
-        step, mesh=mesh, in_specs=(P(), P(), P(axis)), out_specs=P()
+        step, mesh=mesh, in_specs=(P(), P(), traj_spec), out_specs=P()
     )
-    new_params = _compile(sharded, params, opt_state, batch)(params, opt_state, batch)
+    new_params = _compile(sharded, params, opt_state, traj)(params, opt_state, traj)
 
-    def by_hand(params, opt_state, batch):
+    def shard_grad(params, part):
+        next_values = net.apply(params, part.final_obs, method=ActorCritic.value)
+        adv, targets = gae(
+            part.reward,
+            part.value,
+            next_values,
+            part.terminated,
+            part.truncated,
+            hp.gamma,
+            hp.gae_lambda,
+        )
+        batch = Minibatch(
+            part.obs, part.action, part.log_prob, part.value, adv, targets
+        )
+        batch = jax.tree.map(lambda x: x.reshape((-1,) + x.shape[2:]), batch)
+        return jax.grad(ppo_loss, argnums=1, has_aux=True)(
+            net.apply, params, batch, hp
+        )[0]
+
+    def by_hand(params, opt_state, traj):
         """Per-shard gradients on one device, averaged, one optimiser step."""
-        parts = jax.tree.map(lambda x: x.reshape((devices, -1) + x.shape[1:]), batch)
-        grads = jax.vmap(
-            lambda part: jax.grad(ppo_loss, argnums=1, has_aux=True)(
-                net.apply, params, part, hp
-            )[0]
-        )(parts)
+        parts = jax.tree.map(
+            lambda x: jnp.moveaxis(x.reshape((T, devices, -1) + x.shape[2:]), 1, 0),
+            traj,
+        )
+        grads = jax.vmap(lambda part: shard_grad(params, part))(parts)
         mean = jax.tree.map(lambda g: g.mean(0), grads)
         updates, _ = tx.update(mean, opt_state, params)
         spread = jnp.max(
@@ -158,8 +196,8 @@ def gradient_average(save, mesh):
         )
         return jax.tree.map(lambda p, u: p + u, params, updates), updates, spread
 
-    expected, updates, spread = _compile(by_hand, params, opt_state, batch)(
-        params, opt_state, batch
+    expected, updates, spread = _compile(by_hand, params, opt_state, traj)(
+        params, opt_state, traj
     )
     pairs = zip(jax.tree.leaves(new_params), jax.tree.leaves(expected), strict=True)
     save["grad/max_abs_err"] = np.float64(

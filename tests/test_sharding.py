@@ -77,10 +77,10 @@ def test_population_sharded_over_4_devices_matches_1_device(single):
 
 
 def test_data_parallel_step_averages_gradients(single):
-    # One minibatch step over 2 devices == per-shard gradients averaged by hand.
+    # One learn step over 2 devices == per-shard gradients averaged by hand.
     assert single["grad/shard_difference"] > 1e-3  # shards' gradients differ
     assert single["grad/update_size"] > 1e-5
-    assert single["grad/max_abs_err"] < 1e-7
+    assert single["grad/max_abs_err"] < 1e-6
 
 
 def test_data_parallel_keeps_params_replicated_and_one_device_is_plain_ppo(single):

@@ -24,29 +24,20 @@ from collections.abc import Callable
 
 import jax
 import jax.numpy as jnp
-import optax
 from jax.sharding import Mesh
 from jax.sharding import PartitionSpec as P
 
-from ondevice_rl.gae import gae
-from ondevice_rl.networks import ActorCritic
-from ondevice_rl.rollout import Transition, rollout
 from ondevice_rl.sharding import (
     DATA_AXIS,
-    all_masked_mean,
-    all_mean,
     make_mesh,
     mesh_size,
 )
-from ondevice_rl.spaces import Box
 from ondevice_rl.train.ppo.config import Hyperparams, PPOConfig
 from ondevice_rl.train.ppo.loop import (
     TrainOutput,
     TrainState,
-    fast_permutation,
     make_trainer,
 )
-from ondevice_rl.train.ppo.loss import Minibatch, ppo_loss
 
 
 def check_divisible(config: PPOConfig, num_devices: int) -> None:
@@ -69,38 +60,6 @@ def device_keys(key: jax.Array, num_devices: int) -> jax.Array:
     return jnp.stack(keys)
 
 
-def make_optimizer(config: PPOConfig, hp: Hyperparams) -> optax.GradientTransformation:
-    """The optimiser of ``train.ppo.loop`` (global-norm clip, Adam, linear LR
-    annealing over ``num_updates``); its state has the same structure."""
-    per_update = config.update_epochs * config.num_minibatches
-
-    def learning_rate(count):
-        if not config.anneal_lr:
-            return hp.learning_rate
-        done = (count // per_update).astype(jnp.float32)
-        return hp.learning_rate * (1.0 - done / config.num_updates)
-
-    return optax.chain(
-        optax.clip_by_global_norm(hp.max_grad_norm),
-        optax.adam(learning_rate, eps=1e-5),
-    )
-
-
-def minibatch_step(apply_fn, tx, params, opt_state, batch: Minibatch, hp, axis_name):
-    """One optimiser step on a device's share of a minibatch (in shard_map).
-
-    ``params`` are replicated; they are cast to device-varying so ``jax.grad``
-    returns this device's gradient, which ``pmean`` then averages.
-    """
-    local_params = jax.lax.pcast(params, axis_name, to="varying")
-    grads, stats = jax.grad(ppo_loss, argnums=1, has_aux=True)(
-        apply_fn, local_params, batch, hp
-    )
-    grads = all_mean(grads, axis_name)
-    updates, opt_state = tx.update(grads, opt_state, params)
-    return optax.apply_updates(params, updates), opt_state, stats
-
-
 def make_train_dp(
     config: PPOConfig, mesh: Mesh | None = None, axis_name: str = DATA_AXIS
 ) -> Callable[..., TrainOutput]:
@@ -118,114 +77,16 @@ def make_train_dp(
     mesh = make_mesh(axis_name) if mesh is None else mesh
     num_devices = mesh_size(mesh)
     check_divisible(config, num_devices)
-    trainer = make_trainer(config)
-    env, network = trainer.env, trainer.network
-    local_batch = config.batch_size // num_devices
-    local_minibatch = local_batch // config.num_minibatches
-    action_space = env.action_space(trainer.default_env_params)
-    if isinstance(action_space, Box):
-        low, high = action_space.low, action_space.high
-
-        def to_env_action(action):
-            return jnp.clip(action, low, high)
-    else:
-
-        def to_env_action(action):
-            return action
-
-    def optimise(params, opt_state, traj: Transition, adv, targets, key, hp):
-        tx = make_optimizer(config, hp)
-        flat = Minibatch(traj.obs, traj.action, traj.log_prob, traj.value, adv, targets)
-        flat = jax.tree.map(lambda x: x.reshape((local_batch,) + x.shape[2:]), flat)
-
-        def step(carry, batch):
-            params, opt_state = carry
-            params, opt_state, stats = minibatch_step(
-                network.apply, tx, params, opt_state, batch, hp, axis_name
-            )
-            return (params, opt_state), stats
-
-        def epoch(carry, epoch_key):
-            perm = fast_permutation(epoch_key, local_batch)
-            shuffled = jax.tree.map(
-                lambda x: jnp.take(x, perm, axis=0).reshape(
-                    (config.num_minibatches, local_minibatch) + x.shape[1:]
-                ),
-                flat,
-            )
-            return jax.lax.scan(step, carry, shuffled)
-
-        keys = jax.random.split(key, config.update_epochs)
-        (params, opt_state), stats = jax.lax.scan(epoch, (params, opt_state), keys)
-        return params, opt_state, all_mean(jax.tree.map(jnp.mean, stats), axis_name)
-
-    def local_update(state: TrainState, hp: Hyperparams, env_params):
-        """One update on this device's ``[B/D]`` environments."""
-        local = state.rollout._replace(key=state.rollout.key[0])
-        local, traj = rollout(
-            env,
-            env_params,
-            network.apply,
-            state.params,
-            local,
-            config.num_steps,
-            to_env_action,
-        )
-        next_values = network.apply(
-            state.params, traj.final_obs, method=ActorCritic.value
-        )
-        adv, targets = gae(
-            traj.reward,
-            traj.value,
-            next_values,
-            traj.terminated,
-            traj.truncated,
-            hp.gamma,
-            hp.gae_lambda,
-        )
-        key, opt_key = jax.random.split(local.key)
-        params, opt_state, stats = optimise(
-            state.params, state.opt_state, traj, adv, targets, opt_key, hp
-        )
-        done = traj.episode_done
-        last_return = all_masked_mean(
-            traj.episode_return, done, state.last_return, axis_name
-        )
-        last_length = all_masked_mean(
-            traj.episode_length, done, state.last_length, axis_name
-        )
-        # Until a first episode ends, report the episodes in progress instead.
-        running = local.env_state
-        running_return = jax.lax.pmean(running.episode_return.mean(), axis_name)
-        running_length = jax.lax.pmean(
-            running.episode_length.mean().astype(jnp.float32), axis_name
-        )
-        metrics = {
-            "episode_return": jnp.where(
-                jnp.isnan(last_return), running_return, last_return
-            ),
-            "episode_length": jnp.where(
-                jnp.isnan(last_length), running_length, last_length
-            ),
-            "episodes": jax.lax.psum(done.sum(), axis_name).astype(jnp.float32),
-            **stats._asdict(),
-        }
-        new_rollout = local._replace(key=key[None])
-        new_state = TrainState(
-            params,
-            opt_state,
-            new_rollout,
-            state.update_step + 1,
-            last_return,
-            last_length,
-        )
-        return new_state, metrics
+    trainer = make_trainer(config, axis_name, num_devices)
+    local_trainer_run = trainer.run
 
     def local_run(state: TrainState, hp: Hyperparams, env_params):
-        def body(state, _):
-            return local_update(state, hp, env_params)
-
-        return jax.lax.scan(body, state, None, length=config.num_updates)
+        """All updates on this device's ``[B/D]`` environments; the device's key
+        arrives as a ``[1]`` slice of the ``[D]`` keys."""
+        state = state._replace(rollout=state.rollout._replace(key=state.rollout.key[0]))
+        state, metrics = local_trainer_run(state, hp, env_params, config.num_updates)
+        key = state.rollout.key[None]
+        return state._replace(rollout=state.rollout._replace(key=key)), metrics
 
     replicated, split = P(), P(axis_name)
     state_specs = TrainState(

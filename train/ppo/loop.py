@@ -17,6 +17,7 @@ from ondevice_rl import envs
 from ondevice_rl.gae import gae
 from ondevice_rl.networks import ActorCritic
 from ondevice_rl.rollout import RolloutState, Transition, batch_reset, rollout
+from ondevice_rl.sharding import all_masked_mean, all_mean
 from ondevice_rl.spaces import Box
 from ondevice_rl.train.ppo.config import Hyperparams, PPOConfig
 from ondevice_rl.train.ppo.loss import LossStats, Minibatch, ppo_loss
@@ -87,7 +88,19 @@ def _masked_mean(x: jax.Array, mask: jax.Array, fallback: jax.Array) -> jax.Arra
     return jnp.where(count > 0, mean, fallback).astype(jnp.float32)
 
 
-def make_trainer(config: PPOConfig) -> Trainer:
+def make_trainer(
+    config: PPOConfig, axis_name: str | None = None, num_devices: int = 1
+) -> Trainer:
+    """Builds the program's pieces.
+
+    With ``axis_name`` set, ``learn``/``update``/``run`` are the per-device
+    bodies of a data-parallel run inside ``jax.shard_map`` over ``num_devices``
+    devices (see ``train/ppo_dp.py``): each device holds ``num_envs /
+    num_devices`` environments, gradients and statistics are averaged over the
+    axis, and params stay replicated. ``init`` always builds the global state.
+    """
+    local_batch = config.batch_size // num_devices
+    local_minibatch = local_batch // config.num_minibatches
     env, default_env_params = envs.make(config.env)
     action_space = env.action_space(default_env_params)
     continuous = isinstance(action_space, Box)
@@ -150,23 +163,28 @@ def make_trainer(config: PPOConfig) -> Trainer:
         )
         tx = optimizer(hp)
         flat = Minibatch(traj.obs, traj.action, traj.log_prob, traj.value, adv, targets)
-        flat = jax.tree.map(
-            lambda x: x.reshape((config.batch_size,) + x.shape[2:]), flat
-        )
+        flat = jax.tree.map(lambda x: x.reshape((local_batch,) + x.shape[2:]), flat)
 
         def minibatch_step(carry, batch: Minibatch):
             params, opt_state = carry
+            grad_params = params
+            if axis_name is not None:
+                # Replicated params would make jax.grad sum over devices; as
+                # device-varying values each device gets its own gradient.
+                grad_params = jax.lax.pcast(params, axis_name, to="varying")
             grads, stats = jax.grad(ppo_loss, argnums=1, has_aux=True)(
-                network.apply, params, batch, hp
+                network.apply, grad_params, batch, hp
             )
+            if axis_name is not None:
+                grads = all_mean(grads, axis_name)
             updates, opt_state = tx.update(grads, opt_state, params)
             return (optax.apply_updates(params, updates), opt_state), stats
 
         def epoch(carry, epoch_key):
-            perm = fast_permutation(epoch_key, config.batch_size)
+            perm = fast_permutation(epoch_key, local_batch)
             shuffled = jax.tree.map(
                 lambda x: jnp.take(x, perm, axis=0).reshape(
-                    (config.num_minibatches, config.minibatch_size) + x.shape[1:]
+                    (config.num_minibatches, local_minibatch) + x.shape[1:]
                 ),
                 flat,
             )
@@ -174,7 +192,15 @@ def make_trainer(config: PPOConfig) -> Trainer:
 
         keys = jax.random.split(key, config.update_epochs)
         (params, opt_state), stats = jax.lax.scan(epoch, (params, opt_state), keys)
-        return params, opt_state, jax.tree.map(jnp.mean, stats)
+        return params, opt_state, mean_over_devices(jax.tree.map(jnp.mean, stats))
+
+    def mean_over_devices(tree):
+        return tree if axis_name is None else all_mean(tree, axis_name)
+
+    def masked_mean(x, mask, fallback):
+        if axis_name is None:
+            return _masked_mean(x, mask, fallback)
+        return all_masked_mean(x, mask, fallback, axis_name)
 
     def update(state: TrainState, hp: Hyperparams, env_params=None):
         env_params = default_env_params if env_params is None else env_params
@@ -192,22 +218,27 @@ def make_trainer(config: PPOConfig) -> Trainer:
             state.params, state.opt_state, traj, learn_key, hp
         )
         done = traj.episode_done
-        last_return = _masked_mean(traj.episode_return, done, state.last_return)
-        last_length = _masked_mean(traj.episode_length, done, state.last_length)
+        last_return = masked_mean(traj.episode_return, done, state.last_return)
+        last_length = masked_mean(traj.episode_length, done, state.last_length)
         # Until a first episode ends, report the episodes in progress instead.
         running = rollout_state.env_state
-        reported_return = jnp.where(
-            jnp.isnan(last_return), running.episode_return.mean(), last_return
+        running_return, running_length = mean_over_devices(
+            (
+                running.episode_return.mean(),
+                running.episode_length.mean().astype(jnp.float32),
+            )
         )
-        reported_length = jnp.where(
-            jnp.isnan(last_length),
-            running.episode_length.mean().astype(jnp.float32),
-            last_length,
-        )
+        episodes = done.sum().astype(jnp.float32)
         metrics = {
-            "episode_return": reported_return,
-            "episode_length": reported_length,
-            "episodes": done.sum().astype(jnp.float32),
+            "episode_return": jnp.where(
+                jnp.isnan(last_return), running_return, last_return
+            ),
+            "episode_length": jnp.where(
+                jnp.isnan(last_length), running_length, last_length
+            ),
+            "episodes": (
+                episodes if axis_name is None else jax.lax.psum(episodes, axis_name)
+            ),
             **stats._asdict(),
         }
         new_state = TrainState(
