@@ -22,7 +22,7 @@ train: $(STAMP)
 	$(BIN)/ondevice-rl train --env CartPole-v1 --total-timesteps 500000 --seed 0 --out runs/cartpole
 
 bench: $(STAMP)
-	$(BIN)/ondevice-rl bench --quick
+	$(BIN)/ondevice-rl bench --quick --out runs/bench
 
 lint: $(STAMP)
 	$(BIN)/ruff check ondevice_rl envs train tests
