@@ -26,6 +26,22 @@ class MountainCarState(NamedTuple):
     time: jax.Array
 
 
+def drive(state: MountainCarState, acceleration: jax.Array, params):
+    """Shared hill dynamics of both mountain cars: ``(state, terminated)``.
+
+    ``params`` needs ``gravity``, ``max_speed``, ``min_position``,
+    ``max_position``, ``goal_position`` and ``goal_velocity``.
+    """
+    p = params
+    velocity = state.velocity + acceleration - jnp.cos(3 * state.position) * p.gravity
+    velocity = jnp.clip(velocity, -p.max_speed, p.max_speed)
+    position = jnp.clip(state.position + velocity, p.min_position, p.max_position)
+    at_wall = (position == p.min_position) & (velocity < 0)
+    velocity = jnp.where(at_wall, 0.0, velocity)
+    terminated = (position >= p.goal_position) & (velocity >= p.goal_velocity)
+    return MountainCarState(position, velocity, state.time), terminated
+
+
 class MountainCar(Environment):
     """Drive an underpowered car up a hill; 3 actions (push left, none, right).
 
@@ -56,17 +72,8 @@ class MountainCar(Environment):
         return self.observe(state, params), state
 
     def transition(self, key, state, action, params):
-        p = params
         push = jnp.asarray(action, jnp.float32) - 1.0
-        velocity = (
-            state.velocity + push * p.force - jnp.cos(3 * state.position) * (p.gravity)
-        )
-        velocity = jnp.clip(velocity, -p.max_speed, p.max_speed)
-        position = jnp.clip(state.position + velocity, p.min_position, p.max_position)
-        at_wall = (position == p.min_position) & (velocity < 0)
-        velocity = jnp.where(at_wall, 0.0, velocity)
-        terminated = (position >= p.goal_position) & (velocity >= p.goal_velocity)
-        new = MountainCarState(position, velocity, state.time)
+        new, terminated = drive(state, push * params.force, params)
         return new, jnp.float32(-1.0), terminated
 
     def observe(self, state, params):

@@ -6,10 +6,8 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
+from ondevice_rl.envs.mountain_car import MountainCar, drive
 from ondevice_rl.spaces import Box
-from ondevice_rl.types import Environment
-
-from .mountain_car import MountainCarState
 
 
 class MountainCarContinuousParams(NamedTuple):
@@ -27,7 +25,7 @@ class MountainCarContinuousParams(NamedTuple):
     max_steps: jax.Array
 
 
-class MountainCarContinuous(Environment):
+class MountainCarContinuous(MountainCar):
     """Drive an underpowered car up a hill with a continuous engine force.
 
     Action ``[1]`` float in ``[min_action, max_action]`` (clipped to it for the
@@ -35,6 +33,7 @@ class MountainCarContinuous(Environment):
     Observation ``[2]``: position, velocity. Reward ``-0.1 * action**2`` per
     step, plus 100 on the terminal step (``position >= 0.45`` and ``velocity
     >= 0``). The car starts at rest at a position uniform in ``[-0.6, -0.4]``.
+    Reset, observation and hill dynamics are ``MountainCar``'s.
     """
 
     name = "MountainCarContinuous-v0"
@@ -56,34 +55,13 @@ class MountainCarContinuous(Environment):
             max_steps=jnp.int32(999),
         )
 
-    def reset(self, key, params):
-        position = jax.random.uniform(key, (), jnp.float32, -0.6, -0.4)
-        state = MountainCarState(position, jnp.float32(0.0), jnp.int32(0))
-        return self.observe(state, params), state
-
     def transition(self, key, state, action, params):
         p = params
         a = jnp.asarray(action, jnp.float32).reshape(-1)[0]
         force = jnp.clip(a, p.min_action, p.max_action)
-        velocity = (
-            state.velocity + force * p.power - p.gravity * jnp.cos(3 * state.position)
-        )
-        velocity = jnp.clip(velocity, -p.max_speed, p.max_speed)
-        position = jnp.clip(state.position + velocity, p.min_position, p.max_position)
-        at_wall = (position == p.min_position) & (velocity < 0)
-        velocity = jnp.where(at_wall, 0.0, velocity)
-        terminated = (position >= p.goal_position) & (velocity >= p.goal_velocity)
+        new, terminated = drive(state, force * p.power, p)
         reward = jnp.where(terminated, p.goal_reward, 0.0) - p.action_cost * a**2
-        new = MountainCarState(position, velocity, state.time)
         return new, reward, terminated
-
-    def observe(self, state, params):
-        return jnp.stack([state.position, state.velocity])
-
-    def observation_space(self, params):
-        low = jnp.stack([params.min_position, -params.max_speed])
-        high = jnp.stack([params.max_position, params.max_speed])
-        return Box(low, high, (2,), jnp.float32)
 
     def action_space(self, params):
         return Box(params.min_action, params.max_action, (1,), jnp.float32)
