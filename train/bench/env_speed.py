@@ -90,30 +90,49 @@ def _timed(init: Callable, scan: Callable, seed: int, steps: int, batch: int) ->
     )
 
 
-def bench_ours(name: str, batch: int, steps: int, seed: int = 0) -> dict:
-    """``EpisodeStats(AutoReset(env))`` from our registry (ports, adapters)."""
-    base, params = envs.make(name)
-    env = EpisodeStats(AutoReset(base))
-    space = env.action_space(params)
-    step = jax.vmap(env.step, in_axes=(0, 0, 0, None))
+def _random_policy(reset, step_done, space, params, batch, steps, seed) -> dict:
+    """Times ``steps`` random-policy steps of ``batch`` envs in one ``lax.scan``.
+
+    ``reset(key, params) -> (obs, state)`` and ``step_done(key, state, action,
+    params) -> (state, done)`` are unbatched; they are vmapped here. One key
+    split per step for the batch, then one key per env.
+    """
+    batch_reset = jax.vmap(reset, in_axes=(0, None))
+    batch_step = jax.vmap(step_done, in_axes=(0, 0, 0, None))
 
     def init(key):
-        keys = jax.random.split(key, batch)
-        _, state = jax.vmap(env.reset, in_axes=(0, None))(keys, params)
+        _, state = batch_reset(jax.random.split(key, batch), params)
         return state, key, jnp.int32(0)
 
     def scan(carry):
         def body(carry, _):
             state, key, episodes = carry
             key, act_key, env_key = jax.random.split(key, 3)
-            env_keys = jax.random.split(env_key, batch)
-            ts = step(env_keys, state, _actions(space, act_key, batch), params)
-            episodes = episodes + ts.info["episode_done"].sum(dtype=jnp.int32)
-            return (ts.state, key, episodes), None
+            state, done = batch_step(
+                jax.random.split(env_key, batch),
+                state,
+                _actions(space, act_key, batch),
+                params,
+            )
+            return (state, key, episodes + done.sum(dtype=jnp.int32)), None
 
         return jax.lax.scan(body, carry, None, length=steps)[0]
 
-    result = _timed(init, scan, seed, steps, batch)
+    return _timed(init, scan, seed, steps, batch)
+
+
+def bench_ours(name: str, batch: int, steps: int, seed: int = 0) -> dict:
+    """``EpisodeStats(AutoReset(env))`` from our registry (ports, adapters)."""
+    base, params = envs.make(name)
+    env = EpisodeStats(AutoReset(base))
+
+    def step_done(key, state, action, params):
+        ts = env.step(key, state, action, params)
+        return ts.state, ts.info["episode_done"]
+
+    result = _random_policy(
+        env.reset, step_done, env.action_space(params), params, batch, steps, seed
+    )
     impl = "adapter" if "/" in name else "ondevice_rl"
     return dict(env=name, impl=impl, **result)
 
@@ -125,27 +144,12 @@ def bench_gymnax(gymnax_id: str, batch: int, steps: int, seed: int = 0) -> dict:
     genv, params = gymnax.make(gymnax_id)
     space = genv.action_space(params)
     space = Discrete(int(space.n)) if hasattr(space, "n") else space
-    step = jax.vmap(genv.step, in_axes=(0, 0, 0, None))
 
-    def init(key):
-        keys = jax.random.split(key, batch)
-        _, state = jax.vmap(genv.reset, in_axes=(0, None))(keys, params)
-        return state, key, jnp.int32(0)
+    def step_done(key, state, action, params):
+        _, state, _, term, trunc, _ = genv.step(key, state, action, params)
+        return state, term | trunc
 
-    def scan(carry):
-        def body(carry, _):
-            state, key, episodes = carry
-            key, act_key, env_key = jax.random.split(key, 3)
-            actions = _actions(space, act_key, batch)
-            _, state, _, term, trunc, _ = step(
-                jax.random.split(env_key, batch), state, actions, params
-            )
-            episodes = episodes + (term | trunc).sum(dtype=jnp.int32)
-            return (state, key, episodes), None
-
-        return jax.lax.scan(body, carry, None, length=steps)[0]
-
-    result = _timed(init, scan, seed, steps, batch)
+    result = _random_policy(genv.reset, step_done, space, params, batch, steps, seed)
     return dict(env=f"{gymnax_id} (gymnax env.step)", impl="gymnax", **result)
 
 
