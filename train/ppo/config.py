@@ -96,10 +96,6 @@ class PPOConfig:
         return self.total_timesteps // self.batch_size
 
     @property
-    def steps_per_update(self) -> int:
-        return self.batch_size
-
-    @property
     def hyperparams(self) -> Hyperparams:
         return Hyperparams.create(
             **{name: getattr(self, name) for name in HYPERPARAM_FIELDS}
