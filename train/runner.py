@@ -12,10 +12,7 @@ Ctrl-C stops after the running segment (Ctrl-C again aborts at once); what has
 been collected is returned and written all the same.
 """
 
-import contextlib
-import signal
 import sys
-import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
@@ -28,6 +25,7 @@ import numpy as np
 
 from ondevice_rl import checkpoint
 from ondevice_rl.train import artifacts
+from ondevice_rl.train.interrupt import stop_at_boundary
 from ondevice_rl.train.ppo import (
     METRIC_NAMES,
     Hyperparams,
@@ -132,34 +130,6 @@ def _as_hyperparams(config: PPOConfig, hyperparams) -> Hyperparams:
     return Hyperparams(*(jnp.asarray(x, jnp.float32) for x in hyperparams))
 
 
-class _StopRequest:
-    """First SIGINT sets ``requested``; a second raises KeyboardInterrupt.
-
-    Installed only in the main thread (elsewhere Ctrl-C is not ours to catch).
-    """
-
-    def __init__(self, notify: Callable[[str, bool], None]):
-        self.requested = False
-        self._notify = notify
-
-    def _handler(self, signum, frame):
-        if self.requested:
-            raise KeyboardInterrupt
-        self.requested = True
-        self._notify("stopping after this segment (Ctrl-C again to abort)", True)
-
-    @contextlib.contextmanager
-    def installed(self):
-        if threading.current_thread() is not threading.main_thread():
-            yield self
-            return
-        previous = signal.signal(signal.SIGINT, self._handler)
-        try:
-            yield self
-        finally:
-            signal.signal(signal.SIGINT, previous)
-
-
 def _usable(state) -> bool:
     return state is not None and not any(
         x.is_deleted() for x in jax.tree.leaves(state) if isinstance(x, jax.Array)
@@ -204,7 +174,8 @@ def run_training(
         config.num_updates * config.batch_size, config.env, enabled=progress
     )
     chunks, state, interrupted = [], None, False
-    with bar, _StopRequest(bar.log).installed() as stop:
+    stop_message = "stopping after this segment (Ctrl-C again to abort)"
+    with bar, stop_at_boundary(lambda m: bar.log(m, True), stop_message) as stop:
         bar.log(f"compiling {len(set(plan))} segment program(s)...")
         programs, compile_s = _compile(config, key, hp, env_params, plan)
         bar.log(f"compiled in {compile_s:.1f} s")
@@ -213,7 +184,7 @@ def run_training(
             state = programs.init(key, hp, env_params)
             done = 0
             for length in plan:
-                if stop.requested:
+                if stop():
                     raise KeyboardInterrupt
                 state, seg = programs.segments[length](state, hp, env_params)
                 chunks.append(seg)

@@ -9,9 +9,7 @@ chunks are returned (``SweepResult.interrupted``).
 """
 
 import contextlib
-import signal
 import sys
-import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -22,6 +20,7 @@ from jax.sharding import Mesh
 from ondevice_rl import envs
 from ondevice_rl.distributed import min_bytes_over_processes
 from ondevice_rl.sharding import make_mesh, mesh_size, pad_leading, padded_size
+from ondevice_rl.train.interrupt import stop_at_boundary
 from ondevice_rl.train.ppo.config import PPOConfig
 from ondevice_rl.train.sweep.memory import max_chunk_for, memory_budget, plan_chunks
 from ondevice_rl.train.sweep.program import (
@@ -67,36 +66,8 @@ def _progress(enabled: bool):
     )
 
 
-@contextlib.contextmanager
-def _stop_between_chunks():
-    """Yields ``stop() -> bool``: set by a first Ctrl-C; a second one raises.
-
-    A running XLA program cannot be interrupted anyway, so the first Ctrl-C
-    only asks the loop to stop once the chunk's results are stored.
-    """
-    pressed = []
-    installable = threading.current_thread() is threading.main_thread()
-    if (
-        installable
-        and signal.getsignal(signal.SIGINT) is not signal.default_int_handler
-    ):
-        installable = False  # someone else (or SIG_IGN) owns Ctrl-C: leave it
-
-    def handler(signum, frame):
-        if pressed:
-            raise KeyboardInterrupt
-        pressed.append(True)
-        print(
-            "stopping after the running chunk (Ctrl-C again to stop now)",
-            file=sys.stderr,
-        )
-
-    previous = signal.signal(signal.SIGINT, handler) if installable else None
-    try:
-        yield lambda: bool(pressed)
-    finally:
-        if installable:
-            signal.signal(signal.SIGINT, previous)
+def _to_stderr(message: str) -> None:
+    print(message, file=sys.stderr)
 
 
 def run_plan(
@@ -121,7 +92,11 @@ def run_plan(
     groups = group_members(plan.members)
     show = progress and jax.process_index() == 0
     try:
-        with _stop_between_chunks() as stop, _progress(show) as bar:
+        stop_message = "stopping after the running chunk (Ctrl-C again to stop now)"
+        with (
+            stop_at_boundary(_to_stderr, stop_message) as stop,
+            _progress(show) as bar,
+        ):
             task = None
             if bar is not None:
                 task = bar.add_task("sweep", total=len(plan.members))
