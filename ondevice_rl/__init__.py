@@ -5,7 +5,7 @@ jaxlib's CPU runtime and lowers Threefry without a loop on CPU (see README,
 "CPU notes"); import it before running JAX computations.
 """
 
-from ondevice_rl._xla import ensure_cpu_scheduler_flag
+from ondevice_rl._xla import ensure_cpu_scheduler_flag, use_cpu_cores
 
 ensure_cpu_scheduler_flag()
 
@@ -29,5 +29,6 @@ __all__ = [
     "Wrapper",
     "envs",
     "make",
+    "use_cpu_cores",
 ]
 __version__ = "0.1.0"

@@ -4,7 +4,7 @@ Networks work on one observation or a batch: shapes ``[..., obs_dim]`` in,
 ``[..., num_actions]`` (or ``[..., action_dim]``) and ``[...]`` out.
 """
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
 import flax.linen as nn
@@ -15,9 +15,38 @@ import numpy as np
 ACTIVATIONS = {"tanh": nn.tanh, "relu": nn.relu, "gelu": nn.gelu}
 
 
+def sequential_under_vmap(init: Callable) -> Callable:
+    """A flax initializer that, under ``vmap``, runs once per member in a loop.
+
+    Orthogonal initialisation is a LAPACK QR on XLA:CPU. Batched (as ``vmap``
+    over seeds makes it), the QR kernel splits its batch over the intra-op
+    thread pool and blocks the calling pool thread until the pieces finish;
+    when every pool thread is inside such a kernel (two CPU devices running
+    at once, or several executions queued), nothing is left to run the pieces
+    and the process deadlocks. One unbatched QR per member (``lax.map``)
+    never waits on the pool, and gives the same numbers.
+    """
+
+    def member_init(key, shape, dtype=jnp.float32):
+        @jax.custom_batching.custom_vmap
+        def one(key):
+            return init(key, shape, dtype)
+
+        @one.def_vmap
+        def one_per_member(axis_size, in_batched, key):
+            del axis_size, in_batched
+            return jax.lax.map(one, key), True
+
+        return one(key)
+
+    return member_init
+
+
 def _dense(features: int, scale: float) -> nn.Dense:
     return nn.Dense(
-        features, kernel_init=nn.initializers.orthogonal(scale), bias_init=nn.zeros
+        features,
+        kernel_init=sequential_under_vmap(nn.initializers.orthogonal(scale)),
+        bias_init=nn.zeros,
     )
 
 

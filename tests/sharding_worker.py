@@ -109,6 +109,7 @@ def gradient_average(save, mesh):
     mesh vs. per-shard GAE and gradients averaged by hand."""
     import jax
     import jax.numpy as jnp
+    from jax.flatten_util import ravel_pytree
     from jax.sharding import PartitionSpec as P
 
     from ondevice_rl.gae import gae
@@ -149,7 +150,7 @@ def gradient_average(save, mesh):
         episode_length=None,
     )
     tx = trainer.optimizer(hp)
-    opt_state = tx.init(params)
+    opt_state = trainer.init_opt_state(params, hp)
     key = jax.random.key(3)
 
     def step(params, opt_state, traj):
@@ -188,7 +189,9 @@ def gradient_average(save, mesh):
         )
         grads = jax.vmap(lambda part: shard_grad(params, part))(parts)
         mean = jax.tree.map(lambda g: g.mean(0), grads)
-        updates, _ = tx.update(mean, opt_state, params)
+        flat_mean, unravel = ravel_pytree(mean)
+        updates, _ = tx.update(flat_mean, opt_state, ravel_pytree(params)[0])
+        updates = unravel(updates)
         spread = jnp.max(
             jnp.stack(
                 jax.tree.leaves(jax.tree.map(lambda g: jnp.ptp(g, 0).max(), grads))

@@ -1,12 +1,36 @@
-"""The CPU scheduler flag: set on import, respected if the user chose it, and
-a regression run of one compiled program several times under a timeout."""
+"""XLA:CPU runtime settings: the scheduler flag (set on import, respected if
+the user chose it), the QR-per-member initialisation that removed the
+deadlock behind it, ``use_cpu_cores``, and regression runs under timeouts."""
 
 import os
+import re
 import subprocess
 import sys
 import textwrap
 
-from ondevice_rl._xla import CPU_SCHEDULER_FLAG, ensure_cpu_scheduler_flag
+import pytest
+
+from ondevice_rl._xla import (
+    CPU_SCHEDULER_FLAG,
+    DEVICE_COUNT_FLAG,
+    ensure_cpu_scheduler_flag,
+)
+
+
+def _run_script(script: str, xla_flags: str | None = None, timeout: int = 300):
+    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
+    env["JAX_PLATFORMS"] = "cpu"
+    if xla_flags is not None:
+        env["XLA_FLAGS"] = xla_flags
+    out = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(script)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    return out.stdout
 
 
 def test_flag_added_and_user_choice_kept(monkeypatch):
@@ -54,11 +78,16 @@ REPEAT_SCRIPT = textwrap.dedent(
 )
 
 
-def test_repeated_execution_of_one_program_does_not_hang():
-    # Without the flag this jaxlib's CPU runtime deadlocks within a few runs
-    # of a vmapped PPO program; see shared notes / README "CPU note".
+@pytest.mark.parametrize("scheduler", ["library default", "concurrent"])
+def test_repeated_execution_of_one_program_does_not_hang(scheduler):
+    # A batched LAPACK QR (orthogonal init under vmap) waited on the thread
+    # pool it ran on; with the concurrency-optimised scheduler that deadlocked
+    # within 1-3 runs of this program every time. Both the library's flag and
+    # the QR-per-member init (networks.sequential_under_vmap) prevent it.
     env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
     env["JAX_PLATFORMS"] = "cpu"
+    if scheduler == "concurrent":
+        env["XLA_FLAGS"] = f"{CPU_SCHEDULER_FLAG}=true"
     out = subprocess.run(
         [sys.executable, "-c", REPEAT_SCRIPT],
         env=env,
@@ -99,3 +128,96 @@ def test_threefry_is_straight_line_on_cpu_and_bits_unchanged():
     ).stdout.strip()
     straight = jax.jit(lambda k: jax.random.uniform(k, (4,)))(jax.random.PRNGKey(7))
     assert rolled == str(straight.tolist())
+
+
+def test_vmapped_init_runs_one_unbatched_qr_per_member_with_flax_numbers():
+    import flax.linen as nn
+    import jax
+    import numpy as np
+
+    from ondevice_rl.networks import ActorCritic, sequential_under_vmap
+
+    keys = jax.random.split(jax.random.PRNGKey(0), 6).reshape(2, 3, 2)
+    flax_init = nn.initializers.orthogonal(1.0)
+    ours = sequential_under_vmap(flax_init)
+    a = jax.jit(jax.vmap(jax.vmap(lambda k: flax_init(k, (8, 5)))))(keys)
+    b = jax.jit(jax.vmap(jax.vmap(lambda k: ours(k, (8, 5)))))(keys)
+    np.testing.assert_array_equal(a, b)
+
+    net = ActorCritic(2, False)
+    init = jax.vmap(lambda k: net.init(k, np.zeros(4, np.float32)))
+    text = jax.jit(init).lower(keys[0]).compile().as_text()
+    qr_calls = [ln for ln in text.splitlines() if "lapack_sgeqrf" in ln and "=" in ln]
+    assert qr_calls, "expected the orthogonal init to use LAPACK's QR"
+    for line in qr_calls:  # each QR factors one matrix, not a batch of them
+        dims = re.search(r"= \(f32\[([\d,]+)\]", line).group(1).split(",")
+        assert len(dims) == 2, line
+
+
+TWO_DEVICE_SCRIPT = """
+    import jax, numpy as np
+    import ondevice_rl
+    from ondevice_rl.sharding import make_mesh, shard_leading, replicate
+    from ondevice_rl.train import ppo
+    assert jax.device_count() == 2, jax.devices()
+    config = ppo.PPOConfig(total_timesteps=8192)
+    keys = np.asarray(jax.random.split(jax.random.PRNGKey(0), 4))
+    hp = jax.device_get(config.hyperparams)
+    train = jax.jit(jax.vmap(ppo.make_train(config), in_axes=(0, None)))
+    mesh = make_mesh()
+    split_keys, split_hp = shard_leading(keys, mesh), replicate(hp, mesh)
+    first = jax.device_get(train(split_keys, split_hp))
+    for i in range(3):
+        split = jax.block_until_ready(train(split_keys, split_hp))
+    assert len(split.metrics["episode_return"].sharding.device_set) == 2
+    for name, value in first.metrics.items():  # bitwise repeatable
+        np.testing.assert_array_equal(value, split.metrics[name])
+    # The partitioned program rounds a little differently from one device's.
+    one = train(jax.device_put(keys, jax.devices()[0]), hp)
+    for name, value in one.metrics.items():
+        np.testing.assert_allclose(value, split.metrics[name], rtol=1e-3, atol=1e-5)
+    print("ok")
+"""
+
+
+def test_population_split_over_two_cpu_devices_runs_repeatedly_same_numbers():
+    # Two devices executing at once used to starve the shared pool (the QR).
+    out = _run_script(TWO_DEVICE_SCRIPT, f"{DEVICE_COUNT_FLAG}=2")
+    assert out.strip().endswith("ok")
+
+
+def test_use_cpu_cores_sets_the_device_count_before_the_backend_starts():
+    out = _run_script(
+        """
+        import jax, ondevice_rl
+        assert ondevice_rl.use_cpu_cores(3) == 3
+        assert jax.device_count() == 3
+        assert ondevice_rl.use_cpu_cores(3) == 3  # same count: fine
+        try:
+            ondevice_rl.use_cpu_cores(2)
+        except RuntimeError as e:
+            assert "already started" in str(e)
+        else:
+            raise AssertionError("no error after the backend started")
+        try:
+            ondevice_rl.use_cpu_cores(0)
+        except ValueError:
+            print("ok")
+        """
+    )
+    assert out.strip().endswith("ok")
+    # Default: one device per core; a count in XLA_FLAGS wins.
+    out = _run_script(
+        """
+        import os, jax, ondevice_rl
+        print(ondevice_rl.use_cpu_cores(), len(os.sched_getaffinity(0)))
+        """
+    )
+    used, cores = out.split()
+    assert used == cores
+    out = _run_script(
+        "import jax, ondevice_rl\n"
+        "print(ondevice_rl.use_cpu_cores(4), jax.device_count())",
+        f"{DEVICE_COUNT_FLAG}=2",
+    )
+    assert out.split() == ["2", "2"]

@@ -22,6 +22,7 @@ import sys
 from pathlib import Path
 
 from ondevice_rl import distributed
+from ondevice_rl._xla import add_cpu_devices_argument, use_cpu_cores_from_args
 from ondevice_rl.train.ppo.config import HYPERPARAM_FIELDS, PPOConfig
 
 PROG = "ondevice-rl sweep"
@@ -162,6 +163,7 @@ def add_subcommands(subparsers) -> None:
     parser.add_argument("--memory-budget", help="bytes per device, e.g. 2G")
     parser.add_argument("--top", type=int, default=10, help="settings to print/plot")
     parser.add_argument("--no-progress", action="store_true")
+    add_cpu_devices_argument(parser)
     distributed.add_arguments(parser)
     parser.set_defaults(func=run)
 
@@ -201,6 +203,7 @@ def _read_args(args) -> dict:
 def run(args: argparse.Namespace) -> int:
     try:
         spec = _read_args(args)
+        use_cpu_cores_from_args(args)
         distributed.initialize_from_args(args)
     except (CLIError, ValueError) as err:
         print(f"{PROG}: error: {err}", file=sys.stderr)

@@ -14,6 +14,7 @@ import platform
 import sys
 from pathlib import Path
 
+from ondevice_rl._xla import use_cpu_cores
 from ondevice_rl.train.bench import env_speed, host, report, train_speed
 from ondevice_rl.train.bench.train_speed import BenchError
 
@@ -65,6 +66,13 @@ def _add_flags(parser: argparse.ArgumentParser, suppress: bool) -> None:
         action="store_true",
         default=False,
         help="print the results as one JSON object, the last line of stdout",
+    )
+    add(
+        "--cpu-devices",
+        type=int,
+        metavar="N",
+        help="on CPU, split seed populations over N devices "
+        "(default: one per core; 1 = a single device)",
     )
     group = parser.add_argument_group("env")
     group.add_argument(
@@ -168,6 +176,7 @@ def _meta(args) -> dict:
         backend=jax.default_backend(),
         device=device.device_kind,
         cpu_count=os.cpu_count(),
+        devices=jax.device_count(),
         machine=platform.machine(),
         xla_flags=os.environ.get("XLA_FLAGS", ""),
         quick=args.quick,
@@ -197,6 +206,10 @@ def run(args) -> int:
 def _run(args) -> int:
     import jax
 
+    try:
+        use_cpu_cores(args.cpu_devices)
+    except ValueError as e:
+        raise BenchError(f"--cpu-devices: {e}") from e
     # Compile times must be real compiles, not persistent-cache hits.
     jax.config.update("jax_enable_compilation_cache", False)
     parts = PARTS if args.part is None else (args.part,)

@@ -100,7 +100,7 @@ def run_host_loop(config: PPOConfig, seed: int = 0, counter=None) -> dict:
     obs, _ = vec.reset(seed=seed)
     key, net_key = jax.random.split(jax.random.PRNGKey(seed))
     params = network.init(net_key, jnp.zeros(obs.shape[1:], jnp.float32))
-    opt_state = trainer.optimizer(hp).init(params)
+    opt_state = trainer.init_opt_state(params, hp)
 
     t0 = time.perf_counter()  # compile both programs ahead of the loop
     obs_spec = jax.ShapeDtypeStruct(obs.shape, jnp.float32)

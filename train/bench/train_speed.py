@@ -1,7 +1,9 @@
 """``bench train``: PPO steps per second and compile time, ours vs a reference.
 
 Our program is ``jax.jit(jax.vmap(make_train(config), in_axes=(0, None)))``
-over ``S`` seeds (hyperparameters shared). Compile time is
+over ``S`` seeds (hyperparameters shared), with the seeds split over
+``gcd(S, number of devices)`` devices (on CPU, one device per core: see
+``ondevice_rl.use_cpu_cores``; the record's ``devices``). Compile time is
 ``jit(f).lower(keys, hp).compile()`` (tracing included, as the reference
 measures it); run time is one execution, blocked on. ``sps = S * U * 512 /
 run_s`` with ``U = timesteps // 512`` updates (4 envs × 128 steps).
@@ -13,6 +15,7 @@ of each side is kept: highest SPS, lowest compile time.
 """
 
 import json
+import math
 import os
 import subprocess
 import sys
@@ -23,6 +26,12 @@ from pathlib import Path
 import jax
 import numpy as np
 
+from ondevice_rl.sharding import (
+    POP_AXIS,
+    leading_axis_sharding,
+    make_mesh,
+    replicated_sharding,
+)
 from ondevice_rl.train.bench.transfers import TransferCounter, host_ops
 from ondevice_rl.train.ppo import PPOConfig, make_train
 
@@ -48,8 +57,13 @@ def measure_ours(seeds: int, timesteps: int, env: str = "CartPole-v1") -> dict:
     config = PPOConfig(env=env, total_timesteps=int(timesteps))
     train = jax.vmap(make_train(config), in_axes=(0, None))
     counter = TransferCounter()
+    devices = jax.devices()[: math.gcd(seeds, jax.device_count())]
+    mesh = make_mesh(POP_AXIS, devices)
     keys_np = np.asarray(jax.random.split(jax.random.PRNGKey(0), seeds))
-    keys, hp = counter.put((keys_np, jax.device_get(config.hyperparams)))
+    keys, hp = counter.put(
+        (keys_np, jax.device_get(config.hyperparams)),
+        (leading_axis_sharding(mesh), replicated_sharding(mesh)),
+    )
     t0 = time.perf_counter()
     lowered = jax.jit(train).lower(keys, hp)
     compiled = lowered.compile()
@@ -61,6 +75,7 @@ def measure_ours(seeds: int, timesteps: int, env: str = "CartPole-v1") -> dict:
     steps = seeds * config.num_updates * config.batch_size
     return dict(
         seeds=seeds,
+        devices=len(devices),
         timesteps=steps,
         compile_s=round(compile_s, 3),
         run_s=round(run_s, 3),

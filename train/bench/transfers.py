@@ -33,11 +33,11 @@ class TransferCounter:
     def __init__(self) -> None:
         self.h2d = self.d2h = self.h2d_arrays = self.d2h_arrays = 0
 
-    def put(self, tree: Any) -> Any:
-        """``jax.device_put(tree)``, counted as one transfer."""
+    def put(self, tree: Any, sharding: Any = None) -> Any:
+        """``jax.device_put(tree, sharding)``, counted as one transfer."""
         self.h2d += 1
         self.h2d_arrays += len(jax.tree.leaves(tree))
-        return jax.device_put(tree)
+        return jax.device_put(tree, sharding)
 
     def get(self, tree: Any) -> Any:
         """``jax.device_get(tree)`` (NumPy out), counted as one transfer."""

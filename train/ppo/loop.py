@@ -12,6 +12,7 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 import optax
+from jax.flatten_util import ravel_pytree
 
 from ondevice_rl import envs
 from ondevice_rl.gae import gae
@@ -44,6 +45,7 @@ class Trainer(NamedTuple):
     """The fused program in pieces. All functions are pure.
 
     ``init(key, hp, env_params) -> TrainState``;
+    ``init_opt_state(params, hp)`` -> the optimiser state ``learn`` expects;
     ``learn(params, opt_state, traj, key, hp) -> (params, opt_state, stats)``
     runs GAE and the epochs × minibatches on one ``[T, B]`` rollout (also used
     by the host-loop baseline in ``train/bench``);
@@ -58,6 +60,7 @@ class Trainer(NamedTuple):
     network: ActorCritic
     optimizer: Callable  # hp -> optax.GradientTransformation
     init: Callable
+    init_opt_state: Callable
     learn: Callable
     update: Callable
     run: Callable
@@ -132,6 +135,10 @@ def make_trainer(
             optax.adam(learning_rate, eps=1e-5),
         )
 
+    def init_opt_state(params, hp: Hyperparams):
+        """Optimiser state over the flat parameter vector ``learn`` steps on."""
+        return optimizer(hp).init(ravel_pytree(params)[0])
+
     def init(key, hp: Hyperparams, env_params=None) -> TrainState:
         env_params = default_env_params if env_params is None else env_params
         net_key, env_key, key = jax.random.split(key, 3)
@@ -140,9 +147,8 @@ def make_trainer(
         rollout_state = rollout_state._replace(key=key)
         # NaN means "no episode finished yet"; metrics never report it (below).
         nan = jnp.float32(jnp.nan)
-        return TrainState(
-            params, optimizer(hp).init(params), rollout_state, jnp.int32(0), nan, nan
-        )
+        opt_state = init_opt_state(params, hp)
+        return TrainState(params, opt_state, rollout_state, jnp.int32(0), nan, nan)
 
     def learn(params, opt_state, traj: Transition, key, hp: Hyperparams):
         """GAE, then epochs × minibatches of optimiser steps on ``[T, B]`` data.
@@ -150,7 +156,16 @@ def make_trainer(
         Uses ``traj``'s obs, action, log_prob, value, reward, terminated,
         truncated and final_obs. Returns ``(params, opt_state, LossStats)``
         with the stats averaged over all minibatch steps.
+
+        The optimiser steps on the parameters raveled into one vector (the
+        network unravels it, which costs a few slices): clipping and Adam
+        then run as a handful of kernels instead of several per leaf, ~12%
+        of a minibatch step on CPU.
         """
+
+        def apply_fn(flat_params, obs):
+            return network.apply(unravel(flat_params), obs)
+
         next_values = network.apply(params, traj.final_obs, method=ActorCritic.value)
         adv, targets = gae(
             traj.reward,
@@ -162,6 +177,7 @@ def make_trainer(
             hp.gae_lambda,
         )
         tx = optimizer(hp)
+        params, unravel = ravel_pytree(params)
         flat = Minibatch(traj.obs, traj.action, traj.log_prob, traj.value, adv, targets)
         flat = jax.tree.map(lambda x: x.reshape((local_batch,) + x.shape[2:]), flat)
 
@@ -173,7 +189,7 @@ def make_trainer(
                 # device-varying values each device gets its own gradient.
                 grad_params = jax.lax.pcast(params, axis_name, to="varying")
             grads, stats = jax.grad(ppo_loss, argnums=1, has_aux=True)(
-                network.apply, grad_params, batch, hp
+                apply_fn, grad_params, batch, hp
             )
             if axis_name is not None:
                 grads = all_mean(grads, axis_name)
@@ -192,7 +208,8 @@ def make_trainer(
 
         keys = jax.random.split(key, config.update_epochs)
         (params, opt_state), stats = jax.lax.scan(epoch, (params, opt_state), keys)
-        return params, opt_state, mean_over_devices(jax.tree.map(jnp.mean, stats))
+        stats = mean_over_devices(jax.tree.map(jnp.mean, stats))
+        return unravel(params), opt_state, stats
 
     def mean_over_devices(tree):
         return tree if axis_name is None else all_mean(tree, axis_name)
@@ -258,7 +275,16 @@ def make_trainer(
         return jax.lax.scan(body, state, None, length=num_updates)
 
     return Trainer(
-        config, env, default_env_params, network, optimizer, init, learn, update, run
+        config,
+        env,
+        default_env_params,
+        network,
+        optimizer,
+        init,
+        init_opt_state,
+        learn,
+        update,
+        run,
     )
 
 
