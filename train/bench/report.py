@@ -42,7 +42,7 @@ def env_table(env: dict) -> Table:
 def train_table(train: dict) -> Table:
     table = Table(title="bench train: PPO CartPole-v1 (SPS = env steps/s)")
     has_ref = any("reference" in r for r in train["results"])
-    columns = ["seeds", "steps/seed", "SPS", "compile s", "run s", "return"]
+    columns = ["seeds", "devices", "steps/seed", "SPS", "compile s", "run s", "return"]
     if has_ref:
         columns += ["ref SPS", "ref compile s", "ref return", "SPS ×", "compile ×"]
     for c in columns:
@@ -50,6 +50,7 @@ def train_table(train: dict) -> Table:
     for r in train["results"]:
         row = [
             str(r["seeds"]),
+            str(r.get("devices", 1)),
             si(r["timesteps"] / r["seeds"]),
             si(r["sps"]),
             f"{r['compile_s']:.1f}",
