@@ -1,8 +1,9 @@
 """The classic design: environments on the host, a JAX policy and learner.
 
 gymnasium's synchronous vector env steps ``B`` CartPoles in Python. Every env
-step the observations go host→device (``put``), a jitted policy samples
-actions, and the actions come back device→host (``get``). After ``T`` steps
+step the observations go host→device (as the argument of the jitted policy,
+jit's fast dispatch path), the policy samples actions, and the actions come
+back device→host (``get``). After ``T`` steps
 the host-side part of the batch (rewards, terminated, truncated, final obs)
 is sent over once and one jitted update runs: GAE (``ondevice_rl.gae.gae``),
 then epochs × minibatches of ``ppo_loss``: the fused loop's own
@@ -38,7 +39,8 @@ class HostBatch(NamedTuple):
 def make_learner(trainer: Trainer):
     """``(act, learn)``, both jitted, around the fused loop's own ``learn``.
 
-    ``act(params, obs [B, O], key) -> (action [B], log_prob [B], value [B], key)``
+    ``act(params, obs [B, O], key) -> (action [B], log_prob [B], value [B],
+    key, obs)``, the last the observations as a device array for ``learn``.
     ``learn(params, opt_state, steps, host: HostBatch, key, hp) -> (params,
     opt_state, key, total_loss)`` where ``steps`` is the list of ``T`` device
     tuples ``(obs [B, O], action [B], log_prob [B], value [B])`` from ``act``
@@ -51,7 +53,7 @@ def make_learner(trainer: Trainer):
         key, sample_key = jax.random.split(key)
         pi = network.apply(params, obs)
         action = sample_action(sample_key, pi)
-        return action, log_prob(pi, action), pi.value, key
+        return action, log_prob(pi, action), pi.value, key, obs
 
     @jax.jit
     def learn(params, opt_state, steps, host, key, hp):
@@ -102,18 +104,16 @@ def run_host_loop(config: PPOConfig, seed: int = 0, counter=None) -> dict:
     params = network.init(net_key, jnp.zeros(obs.shape[1:], jnp.float32))
     opt_state = trainer.init_opt_state(params, hp)
 
-    t0 = time.perf_counter()  # compile both programs ahead of the loop
-    obs_spec = jax.ShapeDtypeStruct(obs.shape, jnp.float32)
-    step_spec = (obs_spec, *jax.eval_shape(act, params, obs_spec, key)[:3])
-    act = act.lower(params, obs_spec, key).compile()
-    host_spec = HostBatch(
-        jax.ShapeDtypeStruct((T, B), jnp.float32),
-        jax.ShapeDtypeStruct((T, B), jnp.bool_),
-        jax.ShapeDtypeStruct((T, B), jnp.bool_),
-        jax.ShapeDtypeStruct((T,) + obs.shape, jnp.float32),
+    t0 = time.perf_counter()  # compile both programs (one warm-up call each)
+    host_zeros = HostBatch(
+        np.zeros((T, B), np.float32),
+        np.zeros((T, B), bool),
+        np.zeros((T, B), bool),
+        np.zeros((T,) + obs.shape, np.float32),
     )
-    learn = learn.lower(params, opt_state, [step_spec] * T, host_spec, key, hp)
-    learn = learn.compile()
+    *warm_step, _, warm_obs = act(params, obs.astype(np.float32), key)
+    warm_steps = [(warm_obs, *warm_step[:3])] * T
+    jax.block_until_ready(learn(params, opt_state, warm_steps, host_zeros, key, hp))
     compile_s = time.perf_counter() - t0
 
     episode_return = np.zeros(B)
@@ -129,8 +129,8 @@ def run_host_loop(config: PPOConfig, seed: int = 0, counter=None) -> dict:
         )
         finished = []
         for t in range(T):
-            obs_d = counter.put(obs.astype(np.float32))
-            action_d, logp, value, key = act(params, obs_d, key)
+            obs_in = counter.as_argument(obs.astype(np.float32))
+            action_d, logp, value, key, obs_d = act(params, obs_in, key)
             obs, reward, term, trunc, info = vec.step(counter.get(action_d))
             steps.append((obs_d, action_d, logp, value))
             host.reward[t], host.terminated[t], host.truncated[t] = reward, term, trunc

@@ -1,7 +1,8 @@
 """Counting host↔device transfers: by construction, and by reading a program.
 
-``TransferCounter`` wraps ``jax.device_put`` / ``jax.device_get``; a loop that
-moves data only through it has its transfers counted exactly. ``host_ops``
+``TransferCounter`` wraps ``jax.device_put`` / ``jax.device_get`` (and counts
+host arrays handed to a jitted function, ``as_argument``); a loop that moves
+data only through it has its transfers counted exactly. ``host_ops``
 reads a lowered and/or compiled program's text for the operations that talk
 to the host while it runs (Python callbacks, send/recv, infeed/outfeed, host
 offloading): zero means the program runs start to end without the host.
@@ -38,6 +39,14 @@ class TransferCounter:
         self.h2d += 1
         self.h2d_arrays += len(jax.tree.leaves(tree))
         return jax.device_put(tree, sharding)
+
+    def as_argument(self, tree: Any) -> Any:
+        """Counts host ``tree`` as one host→device transfer and returns it as
+        is: a jitted function it is passed to copies it to the device (jit's
+        fast path is cheaper than a separate ``device_put``)."""
+        self.h2d += 1
+        self.h2d_arrays += len(jax.tree.leaves(tree))
+        return tree
 
     def get(self, tree: Any) -> Any:
         """``jax.device_get(tree)`` (NumPy out), counted as one transfer."""
