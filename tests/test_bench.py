@@ -103,3 +103,18 @@ def test_reference_subprocess_gets_flags_and_is_parsed(tmp_path):
     script.write_text("import sys\nsys.exit('boom')\n")
     with pytest.raises(train_speed.BenchError, match="boom"):
         train_speed.run_reference(script, 1, 1024)
+
+
+def test_host_loop_counts_every_transfer_exactly():
+    from ondevice_rl.train.bench.host_loop import run_host_loop
+    from ondevice_rl.train.ppo import PPOConfig
+
+    config = PPOConfig(total_timesteps=1024)  # 2 updates of 4 envs × 128 steps
+    record = run_host_loop(config)
+    U, T = config.num_updates, config.num_steps
+    # Per vector step: observations in (as the jitted policy's argument) and
+    # actions out; per update: the host-side batch in (4 arrays).
+    assert record["transfers"] == dict(
+        h2d=U * T + U, d2h=U * T, h2d_arrays=U * T + 4 * U, d2h_arrays=U * T
+    )
+    assert record["transfers_per_env_step"] == round((2 * U * T + U) / (U * 512), 4)
