@@ -84,19 +84,8 @@ def test_repeated_execution_of_one_program_does_not_hang(scheduler):
     # pool it ran on; with the concurrency-optimised scheduler that deadlocked
     # within 1-3 runs of this program every time. Both the library's flag and
     # the QR-per-member init (networks.sequential_under_vmap) prevent it.
-    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
-    env["JAX_PLATFORMS"] = "cpu"
-    if scheduler == "concurrent":
-        env["XLA_FLAGS"] = f"{CPU_SCHEDULER_FLAG}=true"
-    out = subprocess.run(
-        [sys.executable, "-c", REPEAT_SCRIPT],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert out.returncode == 0, out.stderr[-2000:]
-    assert out.stdout.strip().endswith("ok")
+    flags = f"{CPU_SCHEDULER_FLAG}=true" if scheduler == "concurrent" else None
+    assert _run_script(REPEAT_SCRIPT, flags).strip().endswith("ok")
 
 
 def test_threefry_is_straight_line_on_cpu_and_bits_unchanged():
