@@ -57,8 +57,6 @@ def use_cpu_cores(count: int | None = None) -> int:
     if count is None and xla_bridge.backends_are_initialized():
         return len(jax.devices("cpu"))
     count = cpu_core_count() if count is None else count
-    if jax.config.jax_num_cpu_devices == count:
-        return count
     try:
         jax.config.update("jax_num_cpu_devices", count)
     except RuntimeError as e:
@@ -69,17 +67,13 @@ def use_cpu_cores(count: int | None = None) -> int:
     return count
 
 
-def add_cpu_devices_argument(parser) -> None:
-    """Adds ``--cpu-devices N`` (default: one per core) to an argparse CLI."""
+def add_cpu_devices_argument(parser, default=None) -> None:
+    """Adds ``--cpu-devices N`` (``None``: one per core) to an argparse CLI."""
     parser.add_argument(
         "--cpu-devices",
         type=int,
+        default=default,
         metavar="N",
         help="on CPU, split populations over N devices (default: one per core; "
         "1 = a single device)",
     )
-
-
-def use_cpu_cores_from_args(args) -> int:
-    """``use_cpu_cores`` with ``--cpu-devices`` (see ``add_cpu_devices_argument``)."""
-    return use_cpu_cores(getattr(args, "cpu_devices", None))

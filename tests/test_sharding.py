@@ -42,13 +42,11 @@ def _check(proc: subprocess.CompletedProcess | subprocess.Popen, output: str):
     assert proc.returncode == 0, f"worker failed ({proc.returncode}):\n{output}"
 
 
-@pytest.fixture(scope="module")
-def single(tmp_path_factory) -> dict:
-    """One process, 4 CPU devices: every single-process check's arrays."""
-    out = tmp_path_factory.mktemp("single") / "single.npz"
+def _run_worker(mode: str, out: Path, devices: int) -> dict:
+    """Runs ``sharding_worker.py MODE OUT`` in one process; returns its arrays."""
     proc = subprocess.run(
-        [sys.executable, str(WORKER), "single", str(out)],
-        env=_env(4),
+        [sys.executable, str(WORKER), mode, str(out)],
+        env=_env(devices),
         capture_output=True,
         text=True,
         timeout=TIMEOUT_S,
@@ -56,6 +54,12 @@ def single(tmp_path_factory) -> dict:
     _check(proc, proc.stdout + proc.stderr)
     with np.load(out) as data:
         return dict(data)
+
+
+@pytest.fixture(scope="module")
+def single(tmp_path_factory) -> dict:
+    """One process, 4 CPU devices: every single-process check's arrays."""
+    return _run_worker("single", tmp_path_factory.mktemp("single") / "single.npz", 4)
 
 
 def _tagged(data: dict, tag: str) -> dict:
@@ -137,17 +141,7 @@ def test_two_processes_match_one_process_with_two_devices(single, tmp_path):
 def test_data_parallel_over_two_devices_learns_cartpole(tmp_path):
     # About 10 s alone; slow only to keep the default suite's budget. The fast
     # checks above cover the update's arithmetic.
-    out = tmp_path / "learn.npz"
-    proc = subprocess.run(
-        [sys.executable, str(WORKER), "dp-learn", str(out)],
-        env=_env(2),
-        capture_output=True,
-        text=True,
-        timeout=TIMEOUT_S,
-    )
-    _check(proc, proc.stdout + proc.stderr)
-    with np.load(out) as data:
-        returns = data["learn/episode_return"]
+    returns = _run_worker("dp-learn", tmp_path / "learn.npz", 2)["learn/episode_return"]
     assert returns[-10:].mean() > 100.0
     assert returns[-10:].mean() > returns[:10].mean() + 50.0
 

@@ -22,7 +22,7 @@ import sys
 from pathlib import Path
 
 from ondevice_rl import distributed
-from ondevice_rl._xla import add_cpu_devices_argument, use_cpu_cores_from_args
+from ondevice_rl._xla import add_cpu_devices_argument, use_cpu_cores
 from ondevice_rl.train.ppo.config import HYPERPARAM_FIELDS, PPOConfig
 
 PROG = "ondevice-rl sweep"
@@ -203,7 +203,7 @@ def _read_args(args) -> dict:
 def run(args: argparse.Namespace) -> int:
     try:
         spec = _read_args(args)
-        use_cpu_cores_from_args(args)
+        use_cpu_cores(args.cpu_devices)
         distributed.initialize_from_args(args)
     except (CLIError, ValueError) as err:
         print(f"{PROG}: error: {err}", file=sys.stderr)

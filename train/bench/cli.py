@@ -14,7 +14,7 @@ import platform
 import sys
 from pathlib import Path
 
-from ondevice_rl._xla import use_cpu_cores
+from ondevice_rl._xla import add_cpu_devices_argument, use_cpu_cores
 from ondevice_rl.train.bench import env_speed, host, report, train_speed
 from ondevice_rl.train.bench.train_speed import BenchError
 
@@ -67,13 +67,7 @@ def _add_flags(parser: argparse.ArgumentParser, suppress: bool) -> None:
         default=False,
         help="print the results as one JSON object, the last line of stdout",
     )
-    add(
-        "--cpu-devices",
-        type=int,
-        metavar="N",
-        help="on CPU, split seed populations over N devices "
-        "(default: one per core; 1 = a single device)",
-    )
+    add_cpu_devices_argument(parser, argparse.SUPPRESS if suppress else None)
     group = parser.add_argument_group("env")
     group.add_argument(
         "--envs",

@@ -35,6 +35,17 @@ class HostBatch(NamedTuple):
     truncated: np.ndarray
     final_obs: np.ndarray  # observation reached before any auto-reset
 
+    @classmethod
+    def zeros(cls, num_steps: int, obs_shape: tuple) -> "HostBatch":
+        """Empty ``[T, B, ...]`` buffers; ``obs_shape`` is ``(B, *obs)``."""
+        steps = (num_steps, obs_shape[0])
+        return cls(
+            np.zeros(steps, np.float32),
+            np.zeros(steps, bool),
+            np.zeros(steps, bool),
+            np.zeros((num_steps, *obs_shape), np.float32),
+        )
+
 
 def make_learner(trainer: Trainer):
     """``(act, learn)``, both jitted, around the fused loop's own ``learn``.
@@ -105,12 +116,7 @@ def run_host_loop(config: PPOConfig, seed: int = 0, counter=None) -> dict:
     opt_state = trainer.init_opt_state(params, hp)
 
     t0 = time.perf_counter()  # compile both programs (one warm-up call each)
-    host_zeros = HostBatch(
-        np.zeros((T, B), np.float32),
-        np.zeros((T, B), bool),
-        np.zeros((T, B), bool),
-        np.zeros((T,) + obs.shape, np.float32),
-    )
+    host_zeros = HostBatch.zeros(T, obs.shape)
     *warm_step, _, warm_obs = act(params, obs.astype(np.float32), key)
     warm_steps = [(warm_obs, *warm_step[:3])] * T
     jax.block_until_ready(learn(params, opt_state, warm_steps, host_zeros, key, hp))
@@ -121,12 +127,7 @@ def run_host_loop(config: PPOConfig, seed: int = 0, counter=None) -> dict:
     t0 = time.perf_counter()
     for _ in range(config.num_updates):
         steps = []  # T tuples of device arrays, stacked inside ``learn``
-        host = HostBatch(
-            np.zeros((T, B), np.float32),
-            np.zeros((T, B), bool),
-            np.zeros((T, B), bool),
-            np.zeros((T,) + obs.shape, np.float32),
-        )
+        host = HostBatch.zeros(T, obs.shape)
         finished = []
         for t in range(T):
             obs_in = counter.as_argument(obs.astype(np.float32))
