@@ -1,4 +1,5 @@
-"""Actor-critic networks (flax.linen) and the policy distributions they feed.
+"""Networks (flax.linen): actor-critic, Q-network, and the policy
+distributions they feed.
 
 Networks work on one observation or a batch: shapes ``[..., obs_dim]`` in,
 ``[..., num_actions]`` (or ``[..., action_dim]``) and ``[...]`` out.
@@ -51,19 +52,41 @@ def _dense(features: int, scale: float) -> nn.Dense:
 
 
 class MLP(nn.Module):
-    """Hidden layers with orthogonal(√2) init, then a linear head."""
+    """Hidden layers with orthogonal(√2) init, then a linear head.
+
+    ``layer_norm`` puts a LayerNorm before each hidden activation (PQN's
+    normalised Q-network).
+    """
 
     hidden: Sequence[int]
     out: int
     out_scale: float
     activation: str = "tanh"
+    layer_norm: bool = False
 
     @nn.compact
     def __call__(self, x: jax.Array) -> jax.Array:
         act = ACTIVATIONS[self.activation]
         for width in self.hidden:
-            x = act(_dense(width, np.sqrt(2))(x))
+            x = _dense(width, np.sqrt(2))(x)
+            if self.layer_norm:
+                x = nn.LayerNorm()(x)
+            x = act(x)
         return _dense(self.out, self.out_scale)(x)
+
+
+class QNetwork(nn.Module):
+    """Action values ``[..., obs_dim] -> [..., num_actions]``."""
+
+    num_actions: int
+    hidden: Sequence[int] = (120, 84)
+    activation: str = "relu"
+    layer_norm: bool = False
+
+    @nn.compact
+    def __call__(self, obs: jax.Array) -> jax.Array:
+        mlp = MLP(self.hidden, self.num_actions, 1.0, self.activation, self.layer_norm)
+        return mlp(obs)
 
 
 class PolicyOutput(NamedTuple):

@@ -2,7 +2,13 @@
 
 The environment is unbatched; it is vmapped here over the batch axis. Wrap it
 as ``EpisodeStats(AutoReset(env))`` so episodes restart inside the scan and
-finished-episode statistics come out with the transitions.
+finished-episode statistics come out beside the transitions.
+
+The learner chooses actions through ``act(params, obs, key) -> (action,
+env_action, extras)``: ``action`` is what it stores and learns from,
+``env_action`` what the environment receives (a clipped Gaussian sample, say)
+and ``extras`` any per-step pytree it wants kept (an actor-critic's log-prob
+and value; nothing, ``()``, for a Q-learner).
 """
 
 from collections.abc import Callable
@@ -10,7 +16,6 @@ from typing import Any, NamedTuple
 
 import jax
 
-from ondevice_rl.networks import PolicyOutput, log_prob, sample_action
 from ondevice_rl.types import Environment
 
 
@@ -27,18 +32,22 @@ class Transition(NamedTuple):
 
     obs: jax.Array  # [B, *obs_shape] observation the action was taken in
     action: jax.Array  # [B] int32 or [B, A] float32
-    log_prob: jax.Array  # [B]
-    value: jax.Array  # [B] critic value of obs
     reward: jax.Array  # [B]
     terminated: jax.Array  # [B] bool
     truncated: jax.Array  # [B] bool
     final_obs: jax.Array  # [B, *obs_shape] next observation before any reset
-    episode_done: jax.Array  # [B] bool, an episode ended at this step
-    episode_return: jax.Array  # [B] its return (valid where episode_done)
-    episode_length: jax.Array  # [B] its length (valid where episode_done)
+    extras: Any  # the learner's per-step data, leaves [B, ...]
 
 
-PolicyFn = Callable[[Any, jax.Array], PolicyOutput]
+class EpisodeInfo(NamedTuple):
+    """Episodes that ended at one step, ``[B]`` each (``[T, B]`` stacked)."""
+
+    done: jax.Array  # bool, an episode ended here
+    returns: jax.Array  # its return (valid where done)
+    lengths: jax.Array  # its length (valid where done)
+
+
+ActFn = Callable[[Any, jax.Array, jax.Array], tuple[jax.Array, jax.Array, Any]]
 
 
 def batch_reset(
@@ -54,48 +63,42 @@ def batch_reset(
 def rollout(
     env: Environment,
     env_params: Any,
-    policy_fn: PolicyFn,
-    policy_params: Any,
+    act: ActFn,
+    params: Any,
     state: RolloutState,
     num_steps: int,
-    action_transform: Callable[[jax.Array], jax.Array] = lambda a: a,
-) -> tuple[RolloutState, Transition]:
-    """Runs ``num_steps`` steps; returns the new state and ``[T, B, ...]`` data.
-
-    ``action_transform`` maps the sampled action to what the env receives (for
-    example clipping to the action space); the sampled action is what is
-    stored and scored.
-    """
+) -> tuple[RolloutState, Transition, EpisodeInfo]:
+    """Runs ``num_steps`` steps of ``B`` envs with ``act(params, obs [B, ...],
+    key)``; returns the new state, ``[T, B, ...]`` transitions and ``[T, B]``
+    episode ends."""
     num_envs = state.obs.shape[0]
     step_env = jax.vmap(env.step, in_axes=(0, 0, 0, None))
 
-    def one_step(carry: RolloutState, _) -> tuple[RolloutState, Transition]:
+    def one_step(carry: RolloutState, _):
         env_state, obs, key = carry
         # One split per step for the whole batch; per-env keys only for the
         # environments' own randomness (resets).
         key, act_key, env_key = jax.random.split(key, 3)
-        pi = policy_fn(policy_params, obs)
-        action = sample_action(act_key, pi)
+        action, env_action, extras = act(params, obs, act_key)
         ts = step_env(
-            jax.random.split(env_key, num_envs),
-            env_state,
-            action_transform(action),
-            env_params,
+            jax.random.split(env_key, num_envs), env_state, env_action, env_params
         )
         info = ts.info
         transition = Transition(
             obs=obs,
             action=action,
-            log_prob=log_prob(pi, action),
-            value=pi.value,
             reward=ts.reward,
             terminated=ts.terminated,
             truncated=ts.truncated,
             final_obs=info["final_obs"],
-            episode_done=info["episode_done"],
-            episode_return=info["episode_return"],
-            episode_length=info["episode_length"],
+            extras=extras,
         )
-        return RolloutState(ts.state, ts.obs, key), transition
+        episodes = EpisodeInfo(
+            info["episode_done"], info["episode_return"], info["episode_length"]
+        )
+        return RolloutState(ts.state, ts.obs, key), (transition, episodes)
 
-    return jax.lax.scan(one_step, state, None, length=num_steps)
+    state, (transitions, episodes) = jax.lax.scan(
+        one_step, state, None, length=num_steps
+    )
+    return state, transitions, episodes

@@ -1,11 +1,16 @@
 """PPO's static configuration and its traced hyperparameters."""
 
-import dataclasses
 from dataclasses import dataclass
 from typing import NamedTuple
 
 import jax
-import jax.numpy as jnp
+
+from ondevice_rl.train.algorithm import (
+    NON_NEGATIVE,
+    POSITIVE,
+    UNIT,
+    AlgorithmConfig,
+)
 
 
 class Hyperparams(NamedTuple):
@@ -22,22 +27,35 @@ class Hyperparams(NamedTuple):
     vf_coef: jax.Array
     max_grad_norm: jax.Array
 
-    @classmethod
-    def create(cls, **values: float) -> "Hyperparams":
-        """Builds float32 leaves from Python numbers (missing fields raise)."""
-        return cls(**{k: jnp.float32(v) for k, v in values.items()})
-
 
 HYPERPARAM_FIELDS = Hyperparams._fields
 
 
 @dataclass(frozen=True)
-class PPOConfig:
+class PPOConfig(AlgorithmConfig):
     """Everything that sets a shape or a loop length (static), plus defaults
     for the traced hyperparameters (``config.hyperparams``).
 
     Continuous vs discrete actions is inferred from the environment.
     """
+
+    HYPERPARAMS = Hyperparams
+    RANGES = {
+        "learning_rate": POSITIVE,
+        "gamma": UNIT,
+        "gae_lambda": UNIT,
+        "clip_eps": POSITIVE,
+        "ent_coef": NON_NEGATIVE,
+        "vf_coef": NON_NEGATIVE,
+        "max_grad_norm": POSITIVE,
+    }
+    POSITIVE_INTS = (
+        "total_timesteps",
+        "num_envs",
+        "num_steps",
+        "update_epochs",
+        "num_minibatches",
+    )
 
     env: str = "CartPole-v1"
     total_timesteps: int = 500_000
@@ -57,31 +75,12 @@ class PPOConfig:
     vf_coef: float = 0.5
     max_grad_norm: float = 0.5
 
-    def __post_init__(self):
-        positive = (
-            "total_timesteps",
-            "num_envs",
-            "num_steps",
-            "update_epochs",
-            "num_minibatches",
-        )
-        for name in positive:
-            value = getattr(self, name)
-            if not isinstance(value, int) or value <= 0:
-                raise ValueError(
-                    f"PPOConfig.{name} must be a positive int, got {value!r}"
-                )
+    def validate(self) -> None:
         if self.batch_size % self.num_minibatches:
             raise ValueError(
                 f"num_envs * num_steps = {self.batch_size} is not divisible by "
                 f"num_minibatches = {self.num_minibatches}"
             )
-        if self.num_updates < 1:
-            raise ValueError(
-                f"total_timesteps={self.total_timesteps} is less than one rollout "
-                f"(num_envs * num_steps = {self.batch_size})"
-            )
-        object.__setattr__(self, "hidden", tuple(self.hidden))
 
     @property
     def batch_size(self) -> int:
@@ -96,13 +95,9 @@ class PPOConfig:
         return self.total_timesteps // self.batch_size
 
     @property
-    def hyperparams(self) -> Hyperparams:
-        return Hyperparams.create(
-            **{name: getattr(self, name) for name in HYPERPARAM_FIELDS}
-        )
+    def steps_per_update(self) -> int:
+        return self.batch_size
 
-    def replace(self, **changes) -> "PPOConfig":
-        return dataclasses.replace(self, **changes)
-
-    def to_dict(self) -> dict:
-        return dataclasses.asdict(self)
+    @property
+    def learn_batch_size(self) -> int:
+        return self.minibatch_size

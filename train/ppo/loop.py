@@ -14,16 +14,23 @@ import jax.numpy as jnp
 import optax
 from jax.flatten_util import ravel_pytree
 
-from ondevice_rl import envs
-from ondevice_rl.gae import gae
-from ondevice_rl.networks import ActorCritic
+from ondevice_rl.metrics import EPISODE_METRICS, EpisodeTracker, episode_metrics
+from ondevice_rl.networks import ActorCritic, log_prob, sample_action
+from ondevice_rl.returns import gae
 from ondevice_rl.rollout import RolloutState, Transition, batch_reset, rollout
-from ondevice_rl.sharding import all_masked_mean, all_mean
-from ondevice_rl.spaces import Box
+from ondevice_rl.sharding import all_mean
+from ondevice_rl.train.algorithm import TrainOutput
 from ondevice_rl.train.ppo.config import Hyperparams, PPOConfig
 from ondevice_rl.train.ppo.loss import LossStats, Minibatch, ppo_loss
 from ondevice_rl.train.ppo.minibatches import shuffled_minibatches
-from ondevice_rl.wrappers import AutoReset, EpisodeStats
+from ondevice_rl.train.env_setup import make_env
+
+
+class ActorExtras(NamedTuple):
+    """What PPO keeps of each rollout step beside the transition, ``[B]``."""
+
+    log_prob: jax.Array
+    value: jax.Array
 
 
 class TrainState(NamedTuple):
@@ -33,13 +40,7 @@ class TrainState(NamedTuple):
     opt_state: Any
     rollout: RolloutState
     update_step: jax.Array  # [] int32, updates done so far
-    last_return: jax.Array  # [] mean return of the latest finished episodes
-    last_length: jax.Array  # [] their mean length
-
-
-class TrainOutput(NamedTuple):
-    state: TrainState
-    metrics: dict  # name -> [num_updates] float32
+    episodes: EpisodeTracker
 
 
 class Trainer(NamedTuple):
@@ -47,6 +48,8 @@ class Trainer(NamedTuple):
 
     ``init(key, hp, env_params) -> TrainState``;
     ``init_opt_state(params, hp)`` -> the optimiser state ``learn`` expects;
+    ``act(params, obs, key) -> (action, env_action, ActorExtras)`` samples
+    from the policy (the rollout's chooser);
     ``learn(params, opt_state, traj, key, hp) -> (params, opt_state, stats)``
     runs GAE and the epochs × minibatches on one ``[T, B]`` rollout (also used
     by the host-loop baseline in ``train/bench``);
@@ -60,6 +63,7 @@ class Trainer(NamedTuple):
     default_env_params: Any
     network: ActorCritic
     optimizer: Callable  # hp -> optax.GradientTransformation
+    act: Callable
     init: Callable
     init_opt_state: Callable
     learn: Callable
@@ -67,13 +71,7 @@ class Trainer(NamedTuple):
     run: Callable
 
 
-METRIC_NAMES = ("episode_return", "episode_length", "episodes") + LossStats._fields
-
-
-def _masked_mean(x: jax.Array, mask: jax.Array, fallback: jax.Array) -> jax.Array:
-    count = mask.sum()
-    mean = jnp.where(mask, x, 0.0).sum() / jnp.maximum(count, 1)
-    return jnp.where(count > 0, mean, fallback).astype(jnp.float32)
+METRIC_NAMES = EPISODE_METRICS + LossStats._fields
 
 
 def make_trainer(
@@ -88,22 +86,17 @@ def make_trainer(
     axis, and params stay replicated. ``init`` always builds the global state.
     """
     local_batch = config.batch_size // num_devices
-    env, default_env_params = envs.make(config.env)
-    action_space = env.action_space(default_env_params)
-    continuous = isinstance(action_space, Box)
-    action_dim = action_space.shape[0] if continuous else action_space.n
-    obs_shape = env.observation_space(default_env_params).shape
-    env = EpisodeStats(AutoReset(env))
-    network = ActorCritic(action_dim, continuous, config.hidden, config.activation)
-    if continuous:
-        low, high = action_space.low, action_space.high
+    setup = make_env(config.env)
+    env, default_env_params = setup.env, setup.default_params
+    network = ActorCritic(
+        setup.action_dim, setup.continuous, config.hidden, config.activation
+    )
 
-        def to_env_action(action):
-            return jnp.clip(action, low, high)
-    else:
-
-        def to_env_action(action):
-            return action
+    def act(params, obs, key):
+        pi = network.apply(params, obs)
+        action = sample_action(key, pi)
+        extras = ActorExtras(log_prob(pi, action), pi.value)
+        return action, setup.to_env_action(action), extras
 
     updates_per_opt_step = config.update_epochs * config.num_minibatches
 
@@ -126,19 +119,18 @@ def make_trainer(
     def init(key, hp: Hyperparams, env_params=None) -> TrainState:
         env_params = default_env_params if env_params is None else env_params
         net_key, env_key, key = jax.random.split(key, 3)
-        params = network.init(net_key, jnp.zeros(obs_shape, jnp.float32))
+        params = network.init(net_key, jnp.zeros(setup.obs_shape, jnp.float32))
         rollout_state = batch_reset(env, env_params, env_key, config.num_envs)
         rollout_state = rollout_state._replace(key=key)
-        # NaN means "no episode finished yet"; metrics never report it (below).
-        nan = jnp.float32(jnp.nan)
         opt_state = init_opt_state(params, hp)
-        return TrainState(params, opt_state, rollout_state, jnp.int32(0), nan, nan)
+        return TrainState(
+            params, opt_state, rollout_state, jnp.int32(0), EpisodeTracker.create()
+        )
 
     def learn(params, opt_state, traj: Transition, key, hp: Hyperparams):
         """GAE, then epochs × minibatches of optimiser steps on ``[T, B]`` data.
 
-        Uses ``traj``'s obs, action, log_prob, value, reward, terminated,
-        truncated and final_obs. Returns ``(params, opt_state, LossStats)``
+        Uses every field of ``traj`` (``extras`` are ``ActorExtras``). Returns ``(params, opt_state, LossStats)``
         with the stats averaged over all minibatch steps.
 
         The optimiser steps on the parameters raveled into one vector (the
@@ -153,7 +145,7 @@ def make_trainer(
         next_values = network.apply(params, traj.final_obs, method=ActorCritic.value)
         adv, targets = gae(
             traj.reward,
-            traj.value,
+            traj.extras.value,
             next_values,
             traj.terminated,
             traj.truncated,
@@ -162,7 +154,10 @@ def make_trainer(
         )
         tx = optimizer(hp)
         params, unravel = ravel_pytree(params)
-        flat = Minibatch(traj.obs, traj.action, traj.log_prob, traj.value, adv, targets)
+        extras = traj.extras
+        flat = Minibatch(
+            traj.obs, traj.action, extras.log_prob, extras.value, adv, targets
+        )
         flat = jax.tree.map(lambda x: x.reshape((local_batch,) + x.shape[2:]), flat)
 
         def minibatch_step(carry, batch: Minibatch):
@@ -192,59 +187,26 @@ def make_trainer(
     def mean_over_devices(tree):
         return tree if axis_name is None else all_mean(tree, axis_name)
 
-    def masked_mean(x, mask, fallback):
-        if axis_name is None:
-            return _masked_mean(x, mask, fallback)
-        return all_masked_mean(x, mask, fallback, axis_name)
-
     def update(state: TrainState, hp: Hyperparams, env_params=None):
         env_params = default_env_params if env_params is None else env_params
-        rollout_state, traj = rollout(
-            env,
-            env_params,
-            network.apply,
-            state.params,
-            state.rollout,
-            config.num_steps,
-            to_env_action,
+        rollout_state, traj, episodes = rollout(
+            env, env_params, act, state.params, state.rollout, config.num_steps
         )
         key, learn_key = jax.random.split(rollout_state.key)
         params, opt_state, stats = learn(
             state.params, state.opt_state, traj, learn_key, hp
         )
-        done = traj.episode_done
-        last_return = masked_mean(traj.episode_return, done, state.last_return)
-        last_length = masked_mean(traj.episode_length, done, state.last_length)
-        # Until a first episode ends, report the episodes in progress instead.
-        running = rollout_state.env_state
-        running_return, running_length = mean_over_devices(
-            (
-                running.episode_return.mean(),
-                running.episode_length.mean().astype(jnp.float32),
-            )
+        tracker, metrics = episode_metrics(
+            episodes, rollout_state.env_state, state.episodes, axis_name
         )
-        episodes = done.sum().astype(jnp.float32)
-        metrics = {
-            "episode_return": jnp.where(
-                jnp.isnan(last_return), running_return, last_return
-            ),
-            "episode_length": jnp.where(
-                jnp.isnan(last_length), running_length, last_length
-            ),
-            "episodes": (
-                episodes if axis_name is None else jax.lax.psum(episodes, axis_name)
-            ),
-            **stats._asdict(),
-        }
         new_state = TrainState(
             params,
             opt_state,
             rollout_state._replace(key=key),
             state.update_step + 1,
-            last_return,
-            last_length,
+            tracker,
         )
-        return new_state, metrics
+        return new_state, {**metrics, **stats._asdict()}
 
     def run(state: TrainState, hp: Hyperparams, env_params=None, num_updates=1):
         def body(state, _):
@@ -258,6 +220,7 @@ def make_trainer(
         default_env_params,
         network,
         optimizer,
+        act,
         init,
         init_opt_state,
         learn,

@@ -33,11 +33,8 @@ from ondevice_rl.sharding import (
     mesh_size,
 )
 from ondevice_rl.train.ppo.config import Hyperparams, PPOConfig
-from ondevice_rl.train.ppo.loop import (
-    TrainOutput,
-    TrainState,
-    make_trainer,
-)
+from ondevice_rl.train.algorithm import TrainOutput
+from ondevice_rl.train.ppo.loop import TrainState, make_trainer
 
 
 def check_divisible(config: PPOConfig, num_devices: int) -> None:
@@ -89,9 +86,7 @@ def make_train_dp(
         return state._replace(rollout=state.rollout._replace(key=key)), metrics
 
     replicated, split = P(), P(axis_name)
-    state_specs = TrainState(
-        replicated, replicated, split, replicated, replicated, replicated
-    )
+    state_specs = TrainState(replicated, replicated, split, replicated, replicated)
     run = jax.shard_map(
         local_run,
         mesh=mesh,

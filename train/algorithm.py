@@ -1,0 +1,175 @@
+"""The algorithm protocol: what every learner gives the runner, sweeps, bench
+and CLI.
+
+An algorithm lives in ``train/<name>/`` and exports
+
+* a frozen static config (``PPOConfig``, ``A2CConfig``, ...) built on
+  ``AlgorithmConfig``: fields that set shapes or loop lengths, plus defaults
+  of its traced hyperparameters; it validates itself on construction and
+  ``config.hyperparams`` gives the traced NamedTuple of float32 scalars;
+* ``make_train(config) -> train(key, hyperparams, env_params=None) ->
+  TrainOutput`` whose ``metrics[name]`` has a leading ``[num_updates]`` axis;
+* ``make_trainer(config)`` with at least ``config``, ``env``,
+  ``default_env_params``, ``init(key, hp, env_params=None) -> state`` and
+  ``run(state, hp, env_params, num_updates) -> (state, metrics)`` (scan of
+  ``num_updates`` updates, static), which segmented runs compile;
+
+and one ``Algorithm`` record, listed in ``train/registry.py``.
+"""
+
+import dataclasses
+import math
+from collections.abc import Callable, Mapping
+from typing import Any, ClassVar, NamedTuple, Protocol
+
+import jax
+import jax.numpy as jnp
+
+from ondevice_rl.networks import ACTIVATIONS
+
+
+class Range(NamedTuple):
+    """Valid values of a traced hyperparameter (finite, and in these bounds)."""
+
+    low: float = -math.inf
+    high: float = math.inf
+    low_open: bool = False  # low itself excluded
+    high_open: bool = False
+
+    def __str__(self) -> str:
+        lo, hi = "(" if self.low_open else "[", ")" if self.high_open else "]"
+        return f"{lo}{self.low:g}, {self.high:g}{hi}"
+
+    def check(self, name: str, value: Any) -> float:
+        """``value`` as a float, or ValueError naming ``name``, the value and
+        the range."""
+        try:
+            number = float(value)
+        except (TypeError, ValueError):
+            raise ValueError(f"{name}: {value!r} is not a number") from None
+        above = number > self.low if self.low_open else number >= self.low
+        below = number < self.high if self.high_open else number <= self.high
+        if not (math.isfinite(number) and above and below):
+            raise ValueError(f"{name}={value!r} is outside {self}")
+        return number
+
+
+POSITIVE = Range(0.0, math.inf, low_open=True)
+NON_NEGATIVE = Range(0.0)
+UNIT = Range(0.0, 1.0)
+
+
+class TrainOutput(NamedTuple):
+    state: Any
+    metrics: dict  # name -> [num_updates] float32 (leading population axes under vmap)
+
+
+class Trainer(Protocol):
+    """What generic code uses of ``make_trainer(config)``."""
+
+    config: Any
+    env: Any
+    default_env_params: Any
+    init: Callable  # (key, hp, env_params=None) -> state
+    run: Callable  # (state, hp, env_params=None, num_updates=1) -> (state, metrics)
+
+
+class AlgorithmConfig:
+    """Behaviour shared by the algorithms' frozen config dataclasses.
+
+    A subclass sets ``HYPERPARAMS`` (its NamedTuple of traced scalars, whose
+    field names are also config fields holding the defaults), ``RANGES``
+    (field -> ``Range``), ``POSITIVE_INTS`` (int fields that must be ≥ 1),
+    and defines ``num_envs``, ``num_updates``, ``steps_per_update`` (env
+    steps per update: the metrics' x axis) and ``learn_batch_size`` (samples
+    per gradient step: sizes activations in the memory rule).
+    """
+
+    HYPERPARAMS: ClassVar[type]
+    RANGES: ClassVar[Mapping[str, Range]]
+    POSITIVE_INTS: ClassVar[tuple[str, ...]] = ()
+
+    def __post_init__(self):
+        name = type(self).__name__
+        for field in self.POSITIVE_INTS:
+            value = getattr(self, field)
+            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+                raise ValueError(f"{name}.{field} must be a positive int, got {value!r}")
+        object.__setattr__(self, "hidden", tuple(self.hidden))
+        if any(
+            isinstance(w, bool) or not isinstance(w, int) or w <= 0 for w in self.hidden
+        ):
+            raise ValueError(f"{name}.hidden must be positive ints, got {self.hidden!r}")
+        if self.activation not in ACTIVATIONS:
+            raise ValueError(
+                f"{name}.activation must be one of {', '.join(ACTIVATIONS)}, "
+                f"got {self.activation!r}"
+            )
+        for field in self.HYPERPARAMS._fields:
+            self.RANGES[field].check(f"{name}.{field}", getattr(self, field))
+        self.validate()
+        if self.num_updates < 1:
+            raise ValueError(
+                f"{name}: total_timesteps={self.total_timesteps} is less than one "
+                f"update ({self.steps_per_update} env steps)"
+            )
+
+    def validate(self) -> None:
+        """Algorithm-specific checks (divisibility, ...); raise ValueError."""
+
+    @property
+    def hyperparams(self):
+        """The traced hyperparameters, float32 scalars."""
+        return self.HYPERPARAMS(
+            **{k: jnp.float32(getattr(self, k)) for k in self.HYPERPARAMS._fields}
+        )
+
+    def replace(self, **changes):
+        return dataclasses.replace(self, **changes)
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+def hyperparams_from(cls: type, values: Any) -> Any:
+    """A ``cls`` NamedTuple of float32 arrays from a sequence of values."""
+    return cls(*(jnp.asarray(x, jnp.float32) for x in values))
+
+
+@dataclasses.dataclass(frozen=True)
+class Algorithm:
+    """A registry record: everything generic code needs of one learner."""
+
+    name: str
+    summary: str  # one line, for help texts and tables
+    config: type  # the frozen config dataclass
+    make_trainer: Callable[[Any], Trainer]
+    make_train: Callable[[Any], Callable[..., TrainOutput]]
+    continuous_actions: bool = True  # whether Box action spaces are supported
+
+    @property
+    def hyperparams(self) -> type:
+        """The NamedTuple class of traced hyperparameters."""
+        return self.config.HYPERPARAMS
+
+    @property
+    def ranges(self) -> Mapping[str, Range]:
+        return self.config.RANGES
+
+    @property
+    def hyperparam_fields(self) -> tuple[str, ...]:
+        return self.config.HYPERPARAMS._fields
+
+    @property
+    def static_fields(self) -> tuple[str, ...]:
+        """Config fields that set shapes or loop lengths (``env`` excluded)."""
+        traced = set(self.hyperparam_fields)
+        return tuple(
+            f.name
+            for f in dataclasses.fields(self.config)
+            if f.name not in traced and f.name != "env"
+        )
+
+    def defaults(self) -> dict[str, Any]:
+        return {f.name: f.default for f in dataclasses.fields(self.config)}
+

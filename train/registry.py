@@ -1,0 +1,54 @@
+"""The algorithms, by name: the one place that imports them.
+
+Adding a learner is a subpackage ``train/<name>/`` exporting an
+``ALGORITHM`` record (see ``train/algorithm.py``) and one line below.
+"""
+
+import difflib
+from typing import Any
+
+from ondevice_rl.train import a2c, ppo
+from ondevice_rl.train.algorithm import Algorithm
+
+_ALGORITHMS: dict[str, Algorithm] = {
+    "ppo": ppo.ALGORITHM,
+    "a2c": a2c.ALGORITHM,
+}
+DEFAULT = "ppo"
+
+
+def algorithms() -> tuple[str, ...]:
+    """The registered algorithm names."""
+    return tuple(_ALGORITHMS)
+
+
+def get_algorithm(name: str) -> Algorithm:
+    """The record of ``name``; KeyError (one line, close matches) if unknown."""
+    try:
+        return _ALGORITHMS[name]
+    except KeyError:
+        close = difflib.get_close_matches(str(name), _ALGORITHMS, n=2, cutoff=0.5)
+        hint = f" Did you mean {', '.join(close)}?" if close else ""
+        raise KeyError(
+            f"unknown algorithm {name!r}.{hint} Known: {', '.join(_ALGORITHMS)}"
+        ) from None
+
+
+def algorithm_of(config: Any) -> Algorithm:
+    """The algorithm whose config class ``config`` is an instance of."""
+    for algorithm in _ALGORITHMS.values():
+        if type(config) is algorithm.config:
+            return algorithm
+    raise TypeError(f"{type(config).__name__} is not a registered algorithm config")
+
+
+def check_env(algorithm: Algorithm, env_name: str) -> None:
+    """ValueError if ``algorithm`` cannot act in ``env_name``'s action space
+    (KeyError if the env is unknown)."""
+    from ondevice_rl.train.env_setup import make_env
+
+    if not algorithm.continuous_actions and make_env(env_name).continuous:
+        raise ValueError(
+            f"{algorithm.name} needs a discrete action space; {env_name} has a "
+            "continuous one (try ppo or a2c)"
+        )
