@@ -66,14 +66,3 @@ def use_cpu_cores(count: int | None = None) -> int:
         ) from e
     return count
 
-
-def add_cpu_devices_argument(parser, default=None) -> None:
-    """Adds ``--cpu-devices N`` (``None``: one per core) to an argparse CLI."""
-    parser.add_argument(
-        "--cpu-devices",
-        type=int,
-        default=default,
-        metavar="N",
-        help="on CPU, split populations over N devices (default: one per core; "
-        "1 = a single device)",
-    )

@@ -169,27 +169,9 @@ def min_bytes_over_processes(nbytes: int) -> int:
     return int(np.min(values)) << 20
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """Adds ``--coordinator``, ``--num-processes``, ``--process-id`` to a CLI."""
-    group = parser.add_argument_group(
-        "several hosts",
-        "JAX multi-controller runtime; or set the ONDEVICE_RL_* environment variables",
-    )
-    group.add_argument(
-        "--coordinator",
-        metavar="HOST:PORT",
-        help=f"process 0's address (or '{AUTO}'); env {ENV_COORDINATOR}",
-    )
-    group.add_argument(
-        "--num-processes", type=int, metavar="N", help=f"env {ENV_NUM_PROCESSES}"
-    )
-    group.add_argument(
-        "--process-id", type=int, metavar="I", help=f"0..N-1; env {ENV_PROCESS_ID}"
-    )
-
-
 def initialize_from_args(args: argparse.Namespace) -> DistributedConfig | None:
-    """``initialize_from_env`` with the flags added by ``add_arguments``."""
+    """``initialize_from_env`` with the CLI's ``--coordinator``,
+    ``--num-processes`` and ``--process-id`` values."""
     return initialize_from_env(
         getattr(args, "coordinator", None),
         getattr(args, "num_processes", None),

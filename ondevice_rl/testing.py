@@ -7,7 +7,8 @@ difference is the error of one step::
 
     import gymnasium
     from ondevice_rl import make
-    from ondevice_rl.testing import SYNC_FUNCTIONS, check_conformance
+    from ondevice_rl.envs.gymnasium_sync import SYNC_FUNCTIONS
+    from ondevice_rl.testing import check_conformance
 
     env, params = make("CartPole-v1")
     report = check_conformance(
@@ -26,7 +27,6 @@ from typing import Any, NamedTuple
 import jax
 import numpy as np
 
-from ondevice_rl.gymnasium_sync import SYNC_FUNCTIONS, set_elapsed_steps
 from ondevice_rl.types import Environment
 
 #: ``sync_state(reference_env, jax_state)``: sets the reference to the port's
@@ -244,7 +244,9 @@ def check_against_gymnasium(env_id: str, **kwargs: Any) -> ConformanceReport:
     to ``check_conformance``."""
     import gymnasium
 
-    from ondevice_rl.envs import make  # lazy: envs builds on this core
+    # lazy: envs builds on this core
+    from ondevice_rl.envs import make
+    from ondevice_rl.envs.gymnasium_sync import SYNC_FUNCTIONS
 
     env, params = make(env_id)
     kwargs.setdefault("params", params)
@@ -258,11 +260,9 @@ def check_against_gymnasium(env_id: str, **kwargs: Any) -> ConformanceReport:
 
 
 __all__ = [
-    "SYNC_FUNCTIONS",
     "ConformanceReport",
     "Mismatch",
     "check_against_gymnasium",
     "check_conformance",
-    "set_elapsed_steps",
     "start_near_time_limit",
 ]

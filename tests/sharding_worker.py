@@ -82,7 +82,7 @@ def data_parallel(save, tag, mesh=None):
     import jax
 
     from ondevice_rl.train.ppo import PPOConfig
-    from ondevice_rl.train.ppo_dp import make_train_dp
+    from ondevice_rl.train.ppo.data_parallel import make_train_dp
 
     config = PPOConfig(**TINY)
     train = make_train_dp(config, mesh)
@@ -112,10 +112,16 @@ def gradient_average(save, mesh):
     from jax.flatten_util import ravel_pytree
     from jax.sharding import PartitionSpec as P
 
-    from ondevice_rl.gae import gae
     from ondevice_rl.networks import ActorCritic
+    from ondevice_rl.returns import gae
     from ondevice_rl.rollout import Transition
-    from ondevice_rl.train.ppo import Minibatch, PPOConfig, make_trainer, ppo_loss
+    from ondevice_rl.train.ppo import (
+        ActorExtras,
+        Minibatch,
+        PPOConfig,
+        make_trainer,
+        ppo_loss,
+    )
 
     devices, axis = mesh.devices.size, mesh.axis_names[0]
     T, B = 4, 2 * devices
@@ -139,15 +145,14 @@ def gradient_average(save, mesh):
     traj = Transition(
         obs=normal(T, B, 4),
         action=rng.integers(0, 2, (T, B)).astype(np.int32),
-        log_prob=-rng.uniform(size=(T, B)).astype(np.float32),
-        value=normal(T, B),
         reward=normal(T, B),
         terminated=rng.random((T, B)) < 0.2,
         truncated=rng.random((T, B)) < 0.2,
         final_obs=normal(T, B, 4),
-        episode_done=None,
-        episode_return=None,
-        episode_length=None,
+        extras=ActorExtras(
+            log_prob=-rng.uniform(size=(T, B)).astype(np.float32),
+            value=normal(T, B),
+        ),
     )
     tx = trainer.optimizer(hp)
     opt_state = trainer.init_opt_state(params, hp)
@@ -166,15 +171,16 @@ def gradient_average(save, mesh):
         next_values = net.apply(params, part.final_obs, method=ActorCritic.value)
         adv, targets = gae(
             part.reward,
-            part.value,
+            part.extras.value,
             next_values,
             part.terminated,
             part.truncated,
             hp.gamma,
             hp.gae_lambda,
         )
+        extras = part.extras
         batch = Minibatch(
-            part.obs, part.action, part.log_prob, part.value, adv, targets
+            part.obs, part.action, extras.log_prob, extras.value, adv, targets
         )
         batch = jax.tree.map(lambda x: x.reshape((-1,) + x.shape[2:]), batch)
         return jax.grad(ppo_loss, argnums=1, has_aux=True)(
@@ -218,7 +224,7 @@ def learn(save, mesh):
     import jax
 
     from ondevice_rl.train.ppo import PPOConfig
-    from ondevice_rl.train.ppo_dp import make_train_dp
+    from ondevice_rl.train.ppo.data_parallel import make_train_dp
 
     config = PPOConfig(total_timesteps=100_000, num_envs=8, num_steps=64)
     out = jax.jit(make_train_dp(config, mesh))(jax.random.key(0), config.hyperparams)

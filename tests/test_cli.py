@@ -6,7 +6,7 @@ import pytest
 
 from ondevice_rl.train.artifacts import read_metrics
 from ondevice_rl.train.cli import build_parser, main
-from ondevice_rl.train.run_cli import _build_config, compilation_cache_dir
+from ondevice_rl.train.cli.train import _build_config, compilation_cache_dir
 
 
 @pytest.fixture(autouse=True)

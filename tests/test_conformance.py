@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from ondevice_rl import make
+from ondevice_rl.envs.gymnasium_sync import SYNC_FUNCTIONS
 from ondevice_rl.testing import (
-    SYNC_FUNCTIONS,
     ConformanceReport,
     Mismatch,
     check_against_gymnasium,

@@ -1,8 +1,8 @@
 """Files a training run leaves behind: ``config.json``, ``metrics.jsonl``,
 ``curve.png``.
 
-Metrics are host arrays ``name -> [U]`` (one value per PPO update, ``U``
-updates completed); update ``i`` (1-based) ends at ``i * batch_size`` env steps.
+Metrics are host arrays ``name -> [U]`` (one value per update, ``U`` updates
+completed); update ``i`` (1-based) ends at ``i * steps_per_update`` env steps.
 """
 
 import json
@@ -13,15 +13,17 @@ from typing import Any
 import jax
 import numpy as np
 
+from ondevice_rl.train.registry import algorithm_of
+
 CONFIG_FILE = "config.json"
 METRICS_FILE = "metrics.jsonl"
 CURVE_FILE = "curve.png"
 CHECKPOINT_DIR = "checkpoint"
 
 
-def env_steps_axis(num_updates: int, batch_size: int) -> np.ndarray:
+def env_steps_axis(num_updates: int, steps_per_update: int) -> np.ndarray:
     """``[U]`` int64: env steps taken after each update."""
-    return (np.arange(num_updates, dtype=np.int64) + 1) * batch_size
+    return (np.arange(num_updates, dtype=np.int64) + 1) * steps_per_update
 
 
 def finite_or_none(x: float) -> float | None:
@@ -33,6 +35,7 @@ def run_info(config: Any, hyperparams: Any, seed: int, **extra: Any) -> dict:
     """What ``config.json`` holds: config, hyperparams, seed, JAX version and
     backend, plus ``extra`` (segments, results...)."""
     return {
+        "algo": algorithm_of(config).name,
         "config": config.to_dict(),
         "hyperparams": {k: float(v) for k, v in hyperparams._asdict().items()},
         "seed": seed,
@@ -50,12 +53,12 @@ def write_json(path: Path, data: dict) -> Path:
     return path
 
 
-def write_metrics(path: Path, metrics: dict[str, np.ndarray], batch_size: int) -> Path:
+def write_metrics(path: Path, metrics: dict[str, np.ndarray], steps_per_update: int) -> Path:
     """One JSON object per update: ``update``, ``env_steps``, then every metric
     (``episode_return`` first) as a float (null where non-finite)."""
     names = sorted(metrics, key=lambda k: (k != "episode_return", k))
     count = len(metrics["episode_return"])
-    steps = env_steps_axis(count, batch_size)
+    steps = env_steps_axis(count, steps_per_update)
     with path.open("w") as f:
         for i in range(count):
             row = {"update": i + 1, "env_steps": int(steps[i])}
@@ -71,14 +74,14 @@ def read_metrics(path: str | Path) -> list[dict]:
 
 
 def plot_curve(
-    path: Path, metrics: dict[str, np.ndarray], batch_size: int, title: str
+    path: Path, metrics: dict[str, np.ndarray], steps_per_update: int, title: str
 ) -> Path:
     """Episode return (per update, and a moving average) against env steps."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
     returns = np.asarray(metrics.get("episode_return", []), np.float64)
-    steps = env_steps_axis(len(returns), batch_size)
+    steps = env_steps_axis(len(returns), steps_per_update)
     fig = Figure(figsize=(6.4, 4.0), dpi=100)
     FigureCanvasAgg(fig)
     ax = fig.add_subplot()

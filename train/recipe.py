@@ -1,19 +1,21 @@
-"""Recipes: TOML files of ``PPOConfig`` fields, shipped in ``train/recipes/``.
+"""Recipes: TOML files of one learner's config fields, shipped in
+``train/recipes/``.
 
-A recipe is a flat table whose keys are ``PPOConfig`` field names::
+A recipe is a flat table: an optional ``algo`` key (a registered algorithm;
+``ppo`` when absent), then that algorithm's config field names::
 
     # CartPole-v1 with CleanRL's PPO settings.
+    algo = "ppo"
     env = "CartPole-v1"
     total_timesteps = 500_000
     num_envs = 4
 
-Missing keys keep ``PPOConfig``'s defaults. Integer fields accept integral
+Missing keys keep the config's defaults. Integer fields accept integral
 floats (``5e5``); ``hidden`` is a list of ints. The first ``#`` line is the
 recipe's one-line description; the rest of the leading comment records how it
 was measured.
 """
 
-import dataclasses
 import difflib
 from pathlib import Path
 
@@ -22,10 +24,13 @@ try:
 except ModuleNotFoundError:  # Python 3.10
     import tomli as tomllib
 
-from ondevice_rl.train.ppo import PPOConfig
+from typing import Any
+
+from ondevice_rl.train.algorithm import Algorithm
+from ondevice_rl.train.registry import DEFAULT, get_algorithm
 
 RECIPE_DIR = Path(__file__).with_name("recipes")
-_DEFAULTS = {f.name: f.default for f in dataclasses.fields(PPOConfig)}
+ALGO_KEY = "algo"
 
 
 def list_recipes() -> list[str]:
@@ -65,8 +70,7 @@ def describe(name_or_path: str | Path) -> str:
     return ""
 
 
-def _coerce(name: str, value, where: str):
-    default = _DEFAULTS[name]
+def _coerce(name: str, value, default: Any, where: str):
     bad = ValueError(f"{where}: {name} must be {type(default).__name__}, got {value!r}")
     if isinstance(default, bool):
         if not isinstance(value, bool):
@@ -91,36 +95,62 @@ def _coerce(name: str, value, where: str):
     return value
 
 
-def config_from_dict(values: dict, where: str = "recipe") -> PPOConfig:
-    """``PPOConfig`` from a mapping of field names (checked and coerced).
+def config_from_dict(
+    values: dict, algorithm: Algorithm | str = DEFAULT, where: str = "recipe"
+) -> Any:
+    """``algorithm``'s config from a mapping of its field names (checked and
+    coerced).
 
     Raises:
         ValueError: unknown key (the message lists the valid ones), wrong type,
-            or a value ``PPOConfig`` rejects.
+            or a value the config rejects.
     """
-    unknown = sorted(set(values) - set(_DEFAULTS))
+    if isinstance(algorithm, str):
+        algorithm = get_algorithm(algorithm)
+    defaults = algorithm.defaults()
+    unknown = sorted(set(values) - set(defaults))
     if unknown:
         raise ValueError(
-            f"{where}: unknown key(s) {', '.join(unknown)}; valid keys: "
-            f"{', '.join(_DEFAULTS)}"
+            f"{where}: unknown key(s) {', '.join(unknown)} for {algorithm.name}; "
+            f"valid keys: {', '.join(defaults)}"
         )
-    fields = {k: _coerce(k, v, where) for k, v in values.items()}
+    fields = {k: _coerce(k, v, defaults[k], where) for k, v in values.items()}
     try:
-        return PPOConfig(**fields)
+        return algorithm.config(**fields)
     except ValueError as e:
         raise ValueError(f"{where}: {e}") from None
 
 
-def load_recipe(name_or_path: str | Path) -> PPOConfig:
-    """Reads a shipped recipe (by name, e.g. ``"cartpole_ppo"``) or a TOML file.
-
-    Raises:
-        FileNotFoundError: no such recipe.
-        ValueError: invalid TOML or keys/values (see ``config_from_dict``).
-    """
+def _read(name_or_path: str | Path) -> tuple[Path, dict]:
     path = recipe_path(name_or_path)
     try:
         values = tomllib.loads(path.read_text())
     except tomllib.TOMLDecodeError as e:
         raise ValueError(f"recipe {path}: invalid TOML: {e}") from None
-    return config_from_dict(values, where=f"recipe {path.name}")
+    return path, values
+
+
+def recipe_algorithm(name_or_path: str | Path) -> str:
+    """The recipe's ``algo`` (``ppo`` when absent); ValueError if unknown."""
+    path, values = _read(name_or_path)
+    name = values.get(ALGO_KEY, DEFAULT)
+    try:
+        get_algorithm(name)
+    except KeyError as e:
+        raise ValueError(f"recipe {path.name}: {e.args[0]}") from None
+    return name
+
+
+def load_recipe(name_or_path: str | Path) -> Any:
+    """Reads a shipped recipe (by name, e.g. ``"cartpole_ppo"``) or a TOML
+    file; returns its algorithm's config (``PPOConfig``, ``A2CConfig``, ...).
+
+    Raises:
+        FileNotFoundError: no such recipe.
+        ValueError: invalid TOML, unknown algorithm, or bad keys/values (see
+            ``config_from_dict``).
+    """
+    path, values = _read(name_or_path)
+    algo = recipe_algorithm(path)
+    values = {k: v for k, v in values.items() if k != ALGO_KEY}
+    return config_from_dict(values, algo, where=f"recipe {path.name}")

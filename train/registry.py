@@ -7,12 +7,13 @@ Adding a learner is a subpackage ``train/<name>/`` exporting an
 import difflib
 from typing import Any
 
-from ondevice_rl.train import a2c, ppo
+from ondevice_rl.train import a2c, ppo, pqn
 from ondevice_rl.train.algorithm import Algorithm
 
 _ALGORITHMS: dict[str, Algorithm] = {
     "ppo": ppo.ALGORITHM,
     "a2c": a2c.ALGORITHM,
+    "pqn": pqn.ALGORITHM,
 }
 DEFAULT = "ppo"
 

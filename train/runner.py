@@ -1,4 +1,5 @@
-"""Run one PPO configuration as a few compiled segments, state left on device.
+"""Run one configuration of any registered algorithm as a few compiled
+segments, state left on device.
 
 The ``U = config.num_updates`` updates are split into at most ``num_segments``
 calls of one compiled ``trainer.run`` (scan of ``n`` updates): equal segments
@@ -12,32 +13,26 @@ Ctrl-C stops after the running segment (Ctrl-C again aborts at once); what has
 been collected is returned and written all the same.
 """
 
+import functools
 import sys
 import time
-from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, NamedTuple
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 from ondevice_rl import checkpoint
+from ondevice_rl.metrics import EPISODE_METRICS, final_return
 from ondevice_rl.train import artifacts
+from ondevice_rl.train.algorithm import hyperparams_from
 from ondevice_rl.train.interrupt import stop_at_boundary
-from ondevice_rl.train.ppo import (
-    METRIC_NAMES,
-    Hyperparams,
-    PPOConfig,
-    TrainState,
-    make_trainer,
-)
-from ondevice_rl.train.progress import SegmentProgress
+from ondevice_rl.train.programs import PROGRAMS, avals
+from ondevice_rl.train.progress import ProgressBar
+from ondevice_rl.train.registry import algorithm_of
 
 DEFAULT_SEGMENTS = 20
-#: ``final_return`` is the mean episode return of the last this many updates.
-FINAL_WINDOW = 10
 
 
 class RunResult(NamedTuple):
@@ -46,15 +41,15 @@ class RunResult(NamedTuple):
     Attributes:
         metrics: name -> ``[U]`` float32 host array, one value per completed
             update (``U < config.num_updates`` if interrupted).
-        final_return: mean ``episode_return`` of the last ``FINAL_WINDOW``
-            updates (NaN if none completed).
+        final_return: ``ondevice_rl.metrics.final_return`` of the
+            ``episode_return`` curve (NaN if no update completed).
         compile_s: seconds spent compiling (0 for programs already compiled in
             this process).
         run_s: seconds spent running the segments.
         sps: env steps per second over ``run_s``.
-        env_steps: env steps done (``U * config.batch_size``).
+        env_steps: env steps done (``U * config.steps_per_update``).
         out_dir: where files were written, or None.
-        state: the final ``TrainState`` (on device).
+        state: the final train state (on device).
         interrupted: whether the run was stopped early by Ctrl-C.
     """
 
@@ -65,7 +60,7 @@ class RunResult(NamedTuple):
     sps: float
     env_steps: int
     out_dir: Path | None
-    state: TrainState | None
+    state: Any
     interrupted: bool = False
 
 
@@ -79,55 +74,59 @@ def segment_plan(num_updates: int, num_segments: int = DEFAULT_SEGMENTS) -> list
     return [length] * full + ([rest] if rest else [])
 
 
-class _Programs:
-    """A config's compiled ``init`` and ``run`` segments, by segment length."""
-
-    def __init__(self, config: PPOConfig):
-        self.trainer = make_trainer(config)
-        self.init_fn = jax.jit(self.trainer.init)
-        self.run_fn = jax.jit(self.trainer.run, static_argnums=3, donate_argnums=0)
-        self.init = None
-        self.segments: dict[int, Any] = {}
+class _Programs(NamedTuple):
+    trainer: Any
+    init: Any  # compiled init(key, hp, env_params)
+    segments: dict[int, Any]  # length -> compiled run(state, hp, env_params)
 
 
-_CACHE: "OrderedDict[tuple, _Programs]" = OrderedDict()
-_CACHE_SIZE = 4
-
-
-def _avals(tree: Any) -> tuple:
-    leaves, treedef = jax.tree.flatten(tree)
-    return treedef, tuple((jnp.shape(x), jnp.result_type(x)) for x in leaves)
+@functools.lru_cache(maxsize=8)
+def _trainer(config) -> Any:
+    return algorithm_of(config).make_trainer(config)
 
 
 def _compile(config, key, hp, env_params, lengths) -> tuple[_Programs, float]:
-    """Compiles (or reuses) ``init`` and one ``run`` per segment length."""
-    cache_key = (config, _avals((key, hp, env_params)))
-    programs = _CACHE.pop(cache_key, None) or _Programs(config)
-    _CACHE[cache_key] = programs
-    while len(_CACHE) > _CACHE_SIZE:
-        _CACHE.popitem(last=False)
+    """Compiles (or takes from ``PROGRAMS``) ``init`` and one ``run`` per
+    segment length."""
+    signature = avals((key, hp, env_params))
+    trainer = _trainer(config)
     start = time.perf_counter()
-    if programs.init is None:
-        programs.init = programs.init_fn.lower(key, hp, env_params).compile()
-    state = jax.eval_shape(programs.trainer.init, key, hp, env_params)
-    for length in sorted(set(lengths) - set(programs.segments)):
-        lowered = programs.run_fn.lower(state, hp, env_params, length)
-        programs.segments[length] = lowered.compile()
-    return programs, time.perf_counter() - start
+
+    def build_init(options):
+        lowered = jax.jit(trainer.init).lower(key, hp, env_params)
+        return lowered.compile(compiler_options=options)
+
+    init = PROGRAMS.get(("init", config, signature), build_init)
+    state = jax.eval_shape(trainer.init, key, hp, env_params)
+    run = jax.jit(trainer.run, static_argnums=3, donate_argnums=0)
+
+    def build_run(length):
+        def build(options):
+            lowered = run.lower(state, hp, env_params, length)
+            return lowered.compile(compiler_options=options)
+
+        return build
+
+    segments = {
+        n: PROGRAMS.get(("run", config, signature, n), build_run(n))
+        for n in sorted(set(lengths))
+    }
+    return _Programs(trainer, init, segments), time.perf_counter() - start
 
 
-def _as_hyperparams(config: PPOConfig, hyperparams) -> Hyperparams:
+def _as_hyperparams(config, hyperparams) -> Any:
+    fields = config.HYPERPARAMS._fields
     if hyperparams is None:
         return config.hyperparams
     if isinstance(hyperparams, Mapping):
-        unknown = set(hyperparams) - set(Hyperparams._fields)
+        unknown = set(hyperparams) - set(fields)
         if unknown:
             raise ValueError(
                 f"unknown hyperparameters {sorted(unknown)}; valid: "
-                f"{', '.join(Hyperparams._fields)}"
+                f"{', '.join(fields)}"
             )
         return config.replace(**hyperparams).hyperparams
-    return Hyperparams(*(jnp.asarray(x, jnp.float32) for x in hyperparams))
+    return hyperparams_from(config.HYPERPARAMS, hyperparams)
 
 
 def _usable(state) -> bool:
@@ -137,27 +136,28 @@ def _usable(state) -> bool:
 
 
 def run_training(
-    config: PPOConfig,
+    config: Any,
     *,
     seed: int = 0,
     out_dir: str | Path | None = None,
     num_segments: int | None = None,
     progress: bool = True,
-    hyperparams: Hyperparams | Mapping[str, float] | None = None,
+    hyperparams: Any = None,
     env_params: Any = None,
     on_segment: Callable[[int, int, float], None] | None = None,
 ) -> RunResult:
-    """Trains ``config`` from ``jax.random.key(seed)``; same result as
-    ``jax.jit(make_train(config))(key, hp, env_params)`` but in segments.
+    """Trains ``config`` (any registered algorithm's) from
+    ``jax.random.key(seed)``; same result as ``jax.jit(make_train(config))(key,
+    hp, env_params)`` but in segments.
 
     Args:
-        hyperparams: a ``Hyperparams`` or a mapping overriding some of
-            ``config``'s defaults.
+        hyperparams: the algorithm's ``Hyperparams`` or a mapping overriding
+            some of ``config``'s defaults.
         on_segment: called after each segment with ``(updates_done,
             env_steps, latest_episode_return)``; raising KeyboardInterrupt
             there stops the run like Ctrl-C.
         out_dir: if given, receives ``config.json``, ``metrics.jsonl``,
-            ``curve.png`` and ``checkpoint/`` (the final ``TrainState``).
+            ``curve.png`` and ``checkpoint/`` (the final train state).
     """
     hp = _as_hyperparams(config, hyperparams)
     plan = segment_plan(config.num_updates, num_segments or DEFAULT_SEGMENTS)
@@ -170,9 +170,9 @@ def run_training(
             artifacts.run_info(config, hp, seed, **info, status="running"),
         )
     key = jax.random.key(seed)
-    bar = SegmentProgress(
-        config.num_updates * config.batch_size, config.env, enabled=progress
-    )
+    per_update = config.steps_per_update
+    label = f"{config.env} {algorithm_of(config).name}"
+    bar = ProgressBar(config.num_updates * per_update, label, enabled=progress)
     chunks, state, interrupted = [], None, False
     stop_message = "stopping after this segment (Ctrl-C again to abort)"
     with bar, stop_at_boundary(lambda m: bar.log(m, True), stop_message) as stop:
@@ -190,7 +190,7 @@ def run_training(
                 chunks.append(seg)
                 latest = float(seg["episode_return"][-1])  # waits for the segment
                 done += length
-                steps = done * config.batch_size
+                steps = done * per_update
                 bar.update(steps, latest, time.perf_counter() - start)
                 if on_segment is not None:
                     on_segment(done, steps, latest)
@@ -200,14 +200,12 @@ def run_training(
         run_s = time.perf_counter() - start
     metrics = {
         k: np.concatenate([np.zeros(0, np.float32)] + [c[k] for c in chunks])
-        for k in (chunks[0] if chunks else METRIC_NAMES)
+        for k in (chunks[0] if chunks else EPISODE_METRICS)
     }
-    count = len(metrics["episode_return"])
-    env_steps = count * config.batch_size
-    tail = metrics["episode_return"][-FINAL_WINDOW:] if count else []
+    env_steps = len(metrics["episode_return"]) * per_update
     result = RunResult(
         metrics=metrics,
-        final_return=float(np.mean(tail)) if count else float("nan"),
+        final_return=final_return(metrics["episode_return"]),
         compile_s=compile_s,
         run_s=run_s,
         sps=env_steps / run_s if run_s > 0 else 0.0,
@@ -228,13 +226,10 @@ def _write(out: Path, config, hp, seed: int, info: dict, result: RunResult) -> N
         **{k: getattr(result, k) for k in ("env_steps", "compile_s", "run_s", "sps")},
         "final_return": artifacts.finite_or_none(result.final_return),
     }
-    artifacts.write_metrics(
-        out / artifacts.METRICS_FILE, result.metrics, config.batch_size
-    )
-    title = f"{config.env} PPO, seed {seed}"
-    artifacts.plot_curve(
-        out / artifacts.CURVE_FILE, result.metrics, config.batch_size, title
-    )
+    per_update = config.steps_per_update
+    artifacts.write_metrics(out / artifacts.METRICS_FILE, result.metrics, per_update)
+    title = f"{config.env} {algorithm_of(config).name.upper()}, seed {seed}"
+    artifacts.plot_curve(out / artifacts.CURVE_FILE, result.metrics, per_update, title)
     if result.state is not None:
         checkpoint.save(out / artifacts.CHECKPOINT_DIR, result.state)
     else:

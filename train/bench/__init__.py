@@ -2,14 +2,14 @@
 
 * ``bench env``: random-policy env steps/s at several batch sizes
   (``--compare``: gymnax's own CartPole, gymnasium's vector env);
-* ``bench train``: PPO SPS and compile time at several seed counts
-  (``--reference PATH``: the same against a reference script, interleaved);
-* ``bench host``: the same PPO with the envs on the host vs fused;
+* ``bench train``: training SPS and compile time at several seed counts,
+  for any registered learner (``--algo``; ``--reference PATH``: the same
+  against a reference script, interleaved);
+* ``bench host``: the same on-policy learner with the envs on the host vs
+  fused;
 * ``bench`` alone runs all three (``--quick``: small sizes).
 
 Outputs: tables on stdout, ``bench.json`` and ``bench.png`` in ``--out``.
 """
 
-from ondevice_rl.train.bench.cli import add_subcommands, run
 
-__all__ = ["add_subcommands", "run"]

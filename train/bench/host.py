@@ -1,8 +1,8 @@
 """``bench host``: the "my GPU sits at 2%" experiment.
 
-The same PPO (``ActorCritic``, ``ppo_loss``, ``gae``, ``PPOConfig``'s
-hyperparameters: CartPole-v1, 4 envs × 128 steps, 4 epochs × 4 minibatches)
-run two ways:
+The same on-policy learner (PPO by default, with its config's defaults:
+CartPole-v1, 4 envs × 128 steps, 4 epochs × 4 minibatches; or A2C) run two
+ways:
 
 * host loop (``host_loop.py``): gymnasium steps the envs on the host; every
   env step moves observations host→device and actions device→host;
@@ -18,7 +18,7 @@ from collections.abc import Callable
 
 from ondevice_rl.train.bench.host_loop import run_host_loop
 from ondevice_rl.train.bench.train_speed import measure_ours
-from ondevice_rl.train.ppo import PPOConfig
+from ondevice_rl.train.registry import DEFAULT, get_algorithm
 
 DEFAULT_HOST_TIMESTEPS = 100_000
 QUICK_HOST_TIMESTEPS = 8_192
@@ -42,14 +42,16 @@ def run_host_bench(
     fused_timesteps: int,
     fused_record: dict | None = None,
     log: Callable[[str], None] = print,
+    algo: str = DEFAULT,
 ) -> dict:
     """Host loop vs fused loop at 1 seed; ``fused_record`` reuses a
     ``measure_ours(1, fused_timesteps)`` result taken in the same invocation."""
-    log(f"host: classic host loop, {host_timesteps:,} steps")
-    host = run_host_loop(PPOConfig(total_timesteps=int(host_timesteps)))
+    log(f"host: classic host loop ({algo}), {host_timesteps:,} steps")
+    config = get_algorithm(algo).config(total_timesteps=int(host_timesteps))
+    host = run_host_loop(config)
     if fused_record is None:
         log(f"host: fused loop, {fused_timesteps:,} steps")
-        fused_record = measure_ours(1, fused_timesteps)
+        fused_record = measure_ours(1, fused_timesteps, algo=algo)
     fused = fused_summary(fused_record)
     note = (
         f"host loop ran {host['timesteps']:,} env steps, fused "

@@ -5,11 +5,12 @@ step the observations go host→device (as the argument of the jitted policy,
 jit's fast dispatch path), the policy samples actions, and the actions come
 back device→host (``get``). After ``T`` steps
 the host-side part of the batch (rewards, terminated, truncated, final obs)
-is sent over once and one jitted update runs: GAE (``ondevice_rl.gae.gae``),
-then epochs × minibatches of ``ppo_loss``: the fused loop's own
-``Trainer.learn``, with its network, optimiser and hyperparameters. Every
-transfer goes through a ``TransferCounter``, so the counts are exact by
-construction.
+is sent over once and one jitted update runs: the fused loop's own
+``Trainer.learn`` (PPO: GAE, then epochs × minibatches; A2C: returns, one
+gradient step), with its network, optimiser and hyperparameters. Any
+on-policy learner whose trainer has ``act`` and ``learn`` can run here.
+Every transfer goes through a ``TransferCounter``, so the counts are exact
+by construction.
 """
 
 import time
@@ -19,12 +20,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ondevice_rl.networks import log_prob, sample_action
+from ondevice_rl.metrics import final_return
 from ondevice_rl.rollout import Transition
 from ondevice_rl.train.bench.transfers import TransferCounter
-from ondevice_rl.train.ppo import PPOConfig, Trainer, make_trainer
-
-FINAL_WINDOW = 10
+from ondevice_rl.train.registry import algorithm_of
 
 
 class HostBatch(NamedTuple):
@@ -47,40 +46,34 @@ class HostBatch(NamedTuple):
         )
 
 
-def make_learner(trainer: Trainer):
-    """``(act, learn)``, both jitted, around the fused loop's own ``learn``.
+def make_learner(trainer):
+    """``(act, learn)``, both jitted, around the fused loop's own ``act`` and
+    ``learn``.
 
-    ``act(params, obs [B, O], key) -> (action [B], log_prob [B], value [B],
-    key, obs)``, the last the observations as a device array for ``learn``.
+    ``act(params, obs [B, O], key) -> (env_action [B], (obs, action,
+    extras), key)``, the middle the step's device arrays kept for ``learn``.
     ``learn(params, opt_state, steps, host: HostBatch, key, hp) -> (params,
-    opt_state, key, total_loss)`` where ``steps`` is the list of ``T`` device
-    tuples ``(obs [B, O], action [B], log_prob [B], value [B])`` from ``act``
-    (stacked inside the program: one dispatch, no transfer).
+    opt_state, key, total_loss)`` where ``steps`` is the list of ``T`` such
+    device tuples (stacked inside the program: one dispatch, no transfer).
     """
-    network = trainer.network
 
     @jax.jit
     def act(params, obs, key):
         key, sample_key = jax.random.split(key)
-        pi = network.apply(params, obs)
-        action = sample_action(sample_key, pi)
-        return action, log_prob(pi, action), pi.value, key, obs
+        action, env_action, extras = trainer.act(params, obs, sample_key)
+        return env_action, (obs, action, extras), key
 
     @jax.jit
     def learn(params, opt_state, steps, host, key, hp):
-        obs, action, logp, value = (jnp.stack(x) for x in zip(*steps, strict=True))
+        obs, action, extras = jax.tree.map(lambda *xs: jnp.stack(xs), *steps)
         traj = Transition(
             obs=obs,
             action=action,
-            log_prob=logp,
-            value=value,
             reward=host.reward,
             terminated=host.terminated,
             truncated=host.truncated,
             final_obs=host.final_obs,
-            episode_done=None,
-            episode_return=None,
-            episode_length=None,
+            extras=extras,
         )
         key, learn_key = jax.random.split(key)
         params, opt_state, stats = trainer.learn(params, opt_state, traj, learn_key, hp)
@@ -89,8 +82,9 @@ def make_learner(trainer: Trainer):
     return act, learn
 
 
-def run_host_loop(config: PPOConfig, seed: int = 0, counter=None) -> dict:
-    """Trains ``config`` (CartPole-v1) the classic way; returns the record.
+def run_host_loop(config, seed: int = 0, counter=None) -> dict:
+    """Trains ``config`` (an on-policy learner's, CartPole-v1) the classic
+    way; returns the record.
 
     ``transfers_per_step`` counts calls per vector step (all ``B`` envs),
     ``transfers_per_env_step`` per single env step.
@@ -99,8 +93,10 @@ def run_host_loop(config: PPOConfig, seed: int = 0, counter=None) -> dict:
     from gymnasium.vector import AutoresetMode
 
     counter = TransferCounter() if counter is None else counter
-    trainer = make_trainer(config)
-    network = trainer.network
+    algorithm = algorithm_of(config)
+    trainer = algorithm.make_trainer(config)
+    if not hasattr(trainer, "learn"):
+        raise ValueError(f"{algorithm.name} has no on-policy learn step to drive")
     act, learn = make_learner(trainer)
     hp = config.hyperparams
     B, T = config.num_envs, config.num_steps
@@ -111,15 +107,14 @@ def run_host_loop(config: PPOConfig, seed: int = 0, counter=None) -> dict:
         vector_kwargs={"autoreset_mode": AutoresetMode.SAME_STEP},
     )
     obs, _ = vec.reset(seed=seed)
-    key, net_key = jax.random.split(jax.random.PRNGKey(seed))
-    params = network.init(net_key, jnp.zeros(obs.shape[1:], jnp.float32))
-    opt_state = trainer.init_opt_state(params, hp)
+    key, init_key = jax.random.split(jax.random.PRNGKey(seed))
+    state = trainer.init(init_key, hp)  # its envs are unused: gymnasium's run
+    params, opt_state = state.params, state.opt_state
 
     t0 = time.perf_counter()  # compile both programs (one warm-up call each)
     host_zeros = HostBatch.zeros(T, obs.shape)
-    *warm_step, _, warm_obs = act(params, obs.astype(np.float32), key)
-    warm_steps = [(warm_obs, *warm_step[:3])] * T
-    jax.block_until_ready(learn(params, opt_state, warm_steps, host_zeros, key, hp))
+    _, warm_step, _ = act(params, obs.astype(np.float32), key)
+    jax.block_until_ready(learn(params, opt_state, [warm_step] * T, host_zeros, key, hp))
     compile_s = time.perf_counter() - t0
 
     episode_return = np.zeros(B)
@@ -131,9 +126,9 @@ def run_host_loop(config: PPOConfig, seed: int = 0, counter=None) -> dict:
         finished = []
         for t in range(T):
             obs_in = counter.as_argument(obs.astype(np.float32))
-            action_d, logp, value, key, obs_d = act(params, obs_in, key)
-            obs, reward, term, trunc, info = vec.step(counter.get(action_d))
-            steps.append((obs_d, action_d, logp, value))
+            env_action, step, key = act(params, obs_in, key)
+            obs, reward, term, trunc, info = vec.step(counter.get(env_action))
+            steps.append(step)
             host.reward[t], host.terminated[t], host.truncated[t] = reward, term, trunc
             host.final_obs[t] = obs
             if "_final_obs" in info:  # envs that ended: their pre-reset obs
@@ -151,14 +146,14 @@ def run_host_loop(config: PPOConfig, seed: int = 0, counter=None) -> dict:
     run_s = time.perf_counter() - t0
     vec.close()
 
-    env_steps = config.num_updates * config.batch_size
+    env_steps = config.num_updates * config.steps_per_update
     vector_steps = config.num_updates * T
     return dict(
         timesteps=env_steps,
         compile_s=round(compile_s, 3),
         run_s=round(run_s, 3),
         sps=round(env_steps / run_s),
-        final_return=round(float(np.nanmean(update_returns[-FINAL_WINDOW:])), 1),
+        final_return=round(final_return(update_returns), 1),
         transfers=counter.as_dict(),
         transfers_per_step=round(counter.total / vector_steps, 4),
         transfers_per_env_step=round(counter.total / env_steps, 4),

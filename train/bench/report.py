@@ -40,7 +40,8 @@ def env_table(env: dict) -> Table:
 
 
 def train_table(train: dict) -> Table:
-    table = Table(title="bench train: PPO CartPole-v1 (SPS = env steps/s)")
+    algo = results.get("algo", "ppo").upper()
+    table = Table(title=f"bench train: {algo} CartPole-v1 (SPS = env steps/s)")
     has_ref = any("reference" in r for r in train["results"])
     columns = ["seeds", "devices", "steps/seed", "SPS", "compile s", "run s", "return"]
     if has_ref:
@@ -71,7 +72,9 @@ def train_table(train: dict) -> Table:
 
 
 def host_table(host: dict) -> Table:
-    table = Table(title="bench host: the same PPO, host loop vs fused (1 seed)")
+    table = Table(
+        title="bench host: the same learner, host loop vs fused (1 seed)"
+    )
     for c in (
         "loop",
         "env steps",
@@ -112,12 +115,12 @@ def print_tables(results: dict, console: Console | None = None) -> None:
     console = console or Console(width=160)
     if "env" in results:
         console.print(env_table(results["env"]))
-        ratios, goal = results["env"].get("ratio_vs_gymnax") or {}, results["env"]
-        b = goal["goal_batch"]
+        ratios = results["env"].get("ratio_vs_gymnax") or {}
+        b = results["env"]["compare_batch"]
         if b in ratios:
             console.print(
                 f"AutoReset(CartPole) vs gymnax CartPole at {b} envs: "
-                f"{ratios[b]:.2f}× (goal ≥ 1.0×)"
+                f"{ratios[b]:.2f}×"
             )
     if "train" in results:
         console.print(train_table(results["train"]))
@@ -137,7 +140,7 @@ def write_json(results: dict, path: Path) -> None:
 
 
 def plot(results: dict, path: Path) -> None:
-    """SPS vs parallel environments, log-log: env stepping | PPO training."""
+    """SPS vs parallel environments, log-log: env stepping | training."""
     import matplotlib
     from matplotlib.figure import Figure
     from matplotlib.ticker import NullFormatter, ScalarFormatter
@@ -171,26 +174,38 @@ def plot(results: dict, path: Path) -> None:
         xscale="log",
         yscale="log",
     )
-    ticks = [4]
+    per_seed, algo = 4, "PPO"
     if "train" in results:
         rows = results["train"]["results"]
-        xs = [4 * r["seeds"] for r in rows]
-        ticks = sorted(set(xs) | {4})
+        per_seed = rows[0].get("num_envs", 4)
+        algo = results["train"].get("algo", "ppo").upper()
+    ticks = [per_seed]
+    if "train" in results:
+        xs = [per_seed * r["seeds"] for r in rows]
+        ticks = sorted(set(xs) | {per_seed})
         ax_train.plot(xs, [r["sps"] for r in rows], "-o", label="ours (fused, vmap)")
         refs = [
-            (4 * r["seeds"], r["reference"]["sps"]) for r in rows if "reference" in r
+            (per_seed * r["seeds"], r["reference"]["sps"])
+            for r in rows
+            if "reference" in r
         ]
         if refs:
             ax_train.plot(*zip(*refs, strict=True), "--s", label="reference")
     if "host" in results:
         host = results["host"]
         ax_train.plot(
-            [4], [host["host_loop"]["sps"]], "v", ms=9, label="host loop (gymnasium)"
+            [per_seed],
+            [host["host_loop"]["sps"]],
+            "v",
+            ms=9,
+            label="host loop (gymnasium)",
         )
-        ax_train.plot([4], [host["fused"]["sps"]], "^", ms=9, label="fused, 1 seed")
+        ax_train.plot(
+            [per_seed], [host["fused"]["sps"]], "^", ms=9, label="fused, 1 seed"
+        )
     ax_train.set(
-        title="PPO CartPole (4 envs per seed)",
-        xlabel="parallel envs (seeds × 4)",
+        title=f"{algo} CartPole ({per_seed} envs per seed)",
+        xlabel=f"parallel envs (seeds × {per_seed})",
         ylabel="env steps / s",
         xscale="log",
         yscale="log",

@@ -1,12 +1,16 @@
-"""``bench train``: PPO steps per second and compile time, ours vs a reference.
+"""``bench train``: training steps per second and compile time, ours vs a
+reference.
 
 Our program is ``jax.jit(jax.vmap(make_train(config), in_axes=(0, None)))``
-over ``S`` seeds (hyperparameters shared), with the seeds split over
+for the chosen algorithm with its config's defaults (PPO: 4 envs × 128
+steps, 4 epochs × 4 minibatches) over ``S`` seeds (hyperparameters shared),
+with the seeds split over
 ``gcd(S, number of devices)`` devices (on CPU, one device per core: see
 ``ondevice_rl.use_cpu_cores``; the record's ``devices``). Compile time is
 ``jit(f).lower(keys, hp).compile()`` (tracing included, as the reference
-measures it); run time is one execution, blocked on. ``sps = S * U * 512 /
-run_s`` with ``U = timesteps // 512`` updates (4 envs × 128 steps).
+measures it); run time is one execution, blocked on. ``sps = S * U * N /
+run_s`` with ``N = config.steps_per_update`` env steps per update and ``U =
+timesteps // N`` updates.
 
 With ``reference``, the reference script runs as a subprocess with the same
 ``--seeds``/``--timesteps`` and environment (``XLA_FLAGS`` included), right
@@ -26,6 +30,7 @@ from pathlib import Path
 import jax
 import numpy as np
 
+from ondevice_rl.metrics import final_return
 from ondevice_rl.sharding import (
     POP_AXIS,
     leading_axis_sharding,
@@ -33,13 +38,12 @@ from ondevice_rl.sharding import (
     replicated_sharding,
 )
 from ondevice_rl.train.bench.transfers import TransferCounter, host_ops
-from ondevice_rl.train.ppo import PPOConfig, make_train
+from ondevice_rl.train.registry import DEFAULT, get_algorithm
 
 DEFAULT_SEEDS = (1, 16, 64)
 QUICK_SEEDS = (1, 4)
 DEFAULT_TIMESTEPS = 500_000
 QUICK_TIMESTEPS = 16_384
-FINAL_WINDOW = 10  # final_return: mean over the last this many updates
 REQUIRED = ("sps", "compile_s", "run_s", "final_return", "seeds", "timesteps")
 
 
@@ -47,15 +51,18 @@ class BenchError(Exception):
     """Bad input or a failed reference run: reported as one line."""
 
 
-def measure_ours(seeds: int, timesteps: int, env: str = "CartPole-v1") -> dict:
-    """Compiles and runs our fused PPO once; returns the JSON record.
+def measure_ours(
+    seeds: int, timesteps: int, env: str = "CartPole-v1", algo: str = DEFAULT
+) -> dict:
+    """Compiles and runs our fused ``algo`` once; returns the JSON record.
 
     The record also has ``transfers`` (by construction: one put of keys and
     hyperparameters, one get of the returns) and ``host_ops`` (host-talking
     operations found in the lowered and compiled program; expected: none).
     """
-    config = PPOConfig(env=env, total_timesteps=int(timesteps))
-    train = jax.vmap(make_train(config), in_axes=(0, None))
+    algorithm = get_algorithm(algo)
+    config = algorithm.config(env=env, total_timesteps=int(timesteps))
+    train = jax.vmap(algorithm.make_train(config), in_axes=(0, None))
     counter = TransferCounter()
     devices = jax.devices()[: math.gcd(seeds, jax.device_count())]
     mesh = make_mesh(POP_AXIS, devices)
@@ -72,15 +79,17 @@ def measure_ours(seeds: int, timesteps: int, env: str = "CartPole-v1") -> dict:
     out = jax.block_until_ready(compiled(keys, hp))
     run_s = time.perf_counter() - t0
     returns = counter.get(out.metrics["episode_return"])  # [S, U]
-    steps = seeds * config.num_updates * config.batch_size
+    steps = seeds * config.num_updates * config.steps_per_update
     return dict(
+        algo=algo,
         seeds=seeds,
+        num_envs=config.num_envs,
         devices=len(devices),
         timesteps=steps,
         compile_s=round(compile_s, 3),
         run_s=round(run_s, 3),
         sps=round(steps / run_s),
-        final_return=round(float(np.nanmean(returns[:, -FINAL_WINDOW:])), 1),
+        final_return=round(float(np.mean(final_return(returns))), 1),
         transfers=counter.as_dict(),
         host_ops=host_ops(lowered, compiled),
     )
@@ -115,14 +124,16 @@ def bench_seeds(
     reference: Path | None,
     repeat: int,
     log: Callable[[str], None] = print,
+    algo: str = DEFAULT,
 ) -> dict:
     """Ours (and the reference) at one seed count; best of ``repeat``."""
     ours, refs = [], []
     for i in range(repeat):
         log(
-            f"train: ours, {seeds} seed(s), {timesteps:,} steps each ({i + 1}/{repeat})"
+            f"train: ours ({algo}), {seeds} seed(s), {timesteps:,} steps each "
+            f"({i + 1}/{repeat})"
         )
-        ours.append(measure_ours(seeds, timesteps))
+        ours.append(measure_ours(seeds, timesteps, algo=algo))
         if reference is not None:
             log(f"train: reference, {seeds} seed(s) ({i + 1}/{repeat})")
             refs.append(run_reference(reference, seeds, timesteps))
@@ -145,14 +156,17 @@ def run_train_bench(
     reference: Path | None,
     repeat: int,
     log: Callable[[str], None] = print,
+    algo: str = DEFAULT,
 ) -> dict:
     """All seed counts: the last one's fields at top level plus ``results``."""
     if reference is not None and not Path(reference).is_file():
         raise BenchError(f"--reference: no such file: {reference}")
-    if timesteps < PPOConfig().batch_size:
-        raise BenchError(
-            f"--timesteps must be at least one rollout ({PPOConfig().batch_size})"
-        )
-    results = [bench_seeds(s, timesteps, reference, repeat, log) for s in seed_counts]
+    try:
+        get_algorithm(algo).config(total_timesteps=int(timesteps))
+    except ValueError as e:
+        raise BenchError(f"--timesteps: {e}") from None
+    results = [
+        bench_seeds(s, timesteps, reference, repeat, log, algo) for s in seed_counts
+    ]
     summary = {k: v for k, v in results[-1].items() if k != "repeats"}
-    return dict(summary, results=results, repeat=repeat)
+    return dict(summary, results=results, repeat=repeat, algo=algo)

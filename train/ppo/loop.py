@@ -22,7 +22,7 @@ from ondevice_rl.sharding import all_mean
 from ondevice_rl.train.algorithm import TrainOutput
 from ondevice_rl.train.ppo.config import Hyperparams, PPOConfig
 from ondevice_rl.train.ppo.loss import LossStats, Minibatch, ppo_loss
-from ondevice_rl.train.ppo.minibatches import shuffled_minibatches
+from ondevice_rl.train.minibatches import shuffled_minibatches
 from ondevice_rl.train.env_setup import make_env
 
 

@@ -1,13 +1,15 @@
-"""Populations: PPO sweeps trained as ``jit(vmap(train))``, compiled once per
-static config, chunked to fit memory and sharded over every device.
+"""Populations: sweeps of any registered algorithm trained as
+``jit(vmap(train))``, compiled once per static config, chunked to fit memory
+and sharded over every device.
 
 Example::
 
-    from ondevice_rl.train.ppo import PPOConfig
+    from ondevice_rl.train import get_algorithm
     from ondevice_rl.train.sweep import LogUniform, run_sweep
 
+    config = get_algorithm("ppo").config(env="CartPole-v1", total_timesteps=100_000)
     result = run_sweep(
-        PPOConfig(env="CartPole-v1", total_timesteps=100_000),
+        config,
         seeds=4,
         search={"learning_rate": LogUniform(1e-5, 1e-2), "num_envs": [4, 8]},
         env_params={"length": [0.25, 0.5, 1.0]},
@@ -28,12 +30,14 @@ from ondevice_rl.train.sweep.program import (
     DEFAULT_CACHE,
     PopulationInputs,
     Program,
-    ProgramCache,
     compile_program,
+    population_program,
     program_config,
+    reusable_program,
     stack_inputs,
     trace_count,
 )
+from ondevice_rl.train.programs import ProgramCache
 from ondevice_rl.train.sweep.results import (
     SCORE_FIELDS,
     GroupInfo,
@@ -44,7 +48,6 @@ from ondevice_rl.train.sweep.results import (
 )
 from ondevice_rl.train.sweep.run import group_members, run_plan, run_sweep
 from ondevice_rl.train.sweep.space import (
-    STATIC_FIELDS,
     LogUniform,
     Member,
     SweepPlan,
@@ -57,7 +60,6 @@ from ondevice_rl.train.sweep.space import (
 __all__ = [
     "DEFAULT_CACHE",
     "SCORE_FIELDS",
-    "STATIC_FIELDS",
     "ChunkPlan",
     "GroupInfo",
     "LogUniform",
@@ -78,7 +80,9 @@ __all__ = [
     "group_members",
     "memory_budget",
     "plan_chunks",
+    "population_program",
     "program_config",
+    "reusable_program",
     "run_plan",
     "run_sweep",
     "scores",

@@ -1,8 +1,9 @@
 """How many population members fit on a device at once.
 
 Memory rule (chunking). Before compiling, ``estimate_member_bytes`` sizes one
-member from its config with ``jax.eval_shape`` (train state, one rollout's
-trajectory, minibatch activations, metrics) and ``memory_budget`` gives the
+member from its config with ``jax.eval_shape`` (train state, including any
+replay buffer; one update's trajectory; the activations of one gradient
+batch; metrics) and ``memory_budget`` gives the
 bytes free per device (``device.memory_stats()``, or on CPU the host's
 ``MemAvailable`` shared by its local devices, times ``fraction``). A chunk
 holds ``budget // bytes_per_member`` members per device; the population is cut
@@ -23,10 +24,8 @@ import jax
 import numpy as np
 from jax.sharding import Mesh
 
-from ondevice_rl.rollout import rollout
 from ondevice_rl.sharding import local_device_count, mesh_size, padded_size
-from ondevice_rl.train.ppo.config import PPOConfig
-from ondevice_rl.train.ppo.loop import METRIC_NAMES, make_trainer
+from ondevice_rl.train.registry import algorithm_of
 
 
 def _tree_bytes(tree: Any) -> int:
@@ -42,35 +41,28 @@ def _tree_bytes(tree: Any) -> int:
     )
 
 
-def estimate_member_bytes(config: PPOConfig) -> int:
+def estimate_member_bytes(config: Any) -> int:
     """Rough peak device bytes of one member (shapes only; nothing compiled).
 
     ``2·state + 3·trajectory + 4·params + activations + 2·metrics``: the scan
-    carry is double-buffered, the trajectory is flattened and shuffled into
-    minibatches, gradients/updates/Adam moments each match the params, and a
-    minibatch's forward/backward keeps about ``6·M·(obs + 2·Σhidden)`` floats.
+    carry is double-buffered; one update's ``[steps_per_update]`` transitions
+    (obs, next obs and a few scalars) are kept, reshaped and shuffled; the
+    gradients, updates and Adam moments each match the params; a gradient
+    batch of ``M = learn_batch_size`` keeps about ``6·M·(obs + 2·Σhidden)``
+    floats for its forward/backward pass.
     """
-    trainer = make_trainer(config)
-    hp = config.hyperparams
-    state = jax.eval_shape(trainer.init, jax.random.key(0), hp)
-
-    def collect(state):
-        return rollout(
-            trainer.env,
-            trainer.default_env_params,
-            trainer.network.apply,
-            state.params,
-            state.rollout,
-            config.num_steps,
-        )[1]
-
-    traj = jax.eval_shape(collect, state)
-    obs_dim = math.prod(state.rollout.obs.shape[1:])
-    activations = 4 * 6 * config.minibatch_size * (obs_dim + 2 * sum(config.hidden))
-    metrics = 4 * config.num_updates * len(METRIC_NAMES)
+    trainer = algorithm_of(config).make_trainer(config)
+    state = jax.eval_shape(trainer.init, jax.random.key(0), config.hyperparams)
+    obs_dim = math.prod(trainer.env.observation_space(trainer.default_env_params).shape)
+    traj = 4 * config.steps_per_update * (2 * obs_dim + 8)
+    activations = 4 * 6 * config.learn_batch_size * (obs_dim + 2 * sum(config.hidden))
+    _, metrics = jax.eval_shape(
+        lambda s: trainer.run(s, config.hyperparams, None, 1), state
+    )
+    metrics = _tree_bytes(metrics) * config.num_updates
     return int(
         2 * _tree_bytes(state)
-        + 3 * _tree_bytes(traj)
+        + 3 * traj
         + 4 * _tree_bytes(state.params)
         + activations
         + 2 * metrics
@@ -134,7 +126,7 @@ def plan_chunks(
     return ChunkPlan(chunk_size, -(-num_members // chunk_size))
 
 
-def max_chunk_for(config: PPOConfig, mesh: Mesh, budget: int | None) -> tuple[int, int]:
+def max_chunk_for(config: Any, mesh: Mesh, budget: int | None) -> tuple[int, int]:
     """``(max members per chunk, estimated bytes per member)`` under ``budget``
     (bytes per device; default ``memory_budget(mesh)``)."""
     budget = memory_budget(mesh) if budget is None else budget

@@ -1,15 +1,16 @@
 """One compiled program per static config: ``jit(vmap(train))`` over members.
 
 The population pytree (``PopulationInputs``) has a leading member axis on
-every leaf: seeds, every ``Hyperparams`` field and every env params leaf, so
+every leaf: seeds, every traced hyperparameter and every env params leaf, so
 the program's signature is the same whatever was swept, and new values (or a
 new mix of swept fields) reuse the compiled program.
 
-Chunk sizes follow the memory rule of ``memory.py``; programs are cached
-(``ProgramCache``) so new values never recompile.
+Chunk sizes follow the memory rule of ``memory.py``; programs live in the
+process's one cache (``ondevice_rl.train.programs``), so new values never
+recompile.
 """
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 import jax
@@ -22,8 +23,8 @@ from ondevice_rl.sharding import (
     shard_leading,
     to_host,
 )
-from ondevice_rl.train.ppo.config import HYPERPARAM_FIELDS, Hyperparams, PPOConfig
-from ondevice_rl.train.ppo.loop import make_train
+from ondevice_rl.train.programs import PROGRAMS, ProgramCache
+from ondevice_rl.train.registry import algorithm_of
 from ondevice_rl.train.sweep.space import Member
 
 _TRACES = 0
@@ -37,24 +38,26 @@ def trace_count() -> int:
 class PopulationInputs(NamedTuple):
     """Host arrays, leading member axis ``[P]`` on every leaf."""
 
-    seed: np.ndarray  # [P] int32; member key = jax.random.key(seed)
-    hp: Hyperparams  # leaves [P] float32
+    seed: np.ndarray  # [P] uint32; member key = jax.random.key(seed)
+    hp: Any  # the algorithm's Hyperparams, leaves [P] float32
     env_params: Any  # the env's params NamedTuple, leaves [P, ...]
 
 
-def program_config(config: PPOConfig) -> PPOConfig:
+def program_config(config: Any) -> Any:
     """``config`` with hyperparameters reset to defaults: the compile key."""
-    defaults = {f.name: f.default for f in fields(PPOConfig)}
-    return config.replace(**{name: defaults[name] for name in HYPERPARAM_FIELDS})
+    algorithm = algorithm_of(config)
+    defaults = algorithm.defaults()
+    return config.replace(**{k: defaults[k] for k in algorithm.hyperparam_fields})
 
 
 def stack_inputs(members: list[Member], default_env_params: Any) -> PopulationInputs:
     """Stacks members (all of one static config) into ``PopulationInputs``."""
-    seed = np.asarray([m.seed for m in members], np.int32)
-    hp = Hyperparams(
+    seed = np.asarray([m.seed for m in members], np.uint32)
+    hp_class = members[0].config.HYPERPARAMS
+    hp = hp_class(
         *(
             np.asarray([getattr(m.config, name) for m in members], np.float32)
-            for name in HYPERPARAM_FIELDS
+            for name in hp_class._fields
         )
     )
 
@@ -78,9 +81,9 @@ def take(inputs: PopulationInputs, start: int, stop: int) -> PopulationInputs:
     return jax.tree.map(lambda x: x[start:stop], inputs)
 
 
-def member_program(config: PPOConfig):
+def member_program(config: Any):
     """``member(seed, hp, env_params) -> metrics`` (``[num_updates]`` each)."""
-    train = make_train(config)
+    train = algorithm_of(config).make_train(config)
 
     def member(seed, hp, env_params):
         global _TRACES
@@ -97,7 +100,7 @@ def member_program(config: PPOConfig):
 class Program:
     """A compiled population program for ``chunk_size`` members on ``mesh``."""
 
-    config: PPOConfig
+    config: Any
     chunk_size: int
     mesh: Mesh
     compiled: Any  # jax.stages.Compiled
@@ -124,16 +127,14 @@ def _analysed_bytes(compiled: Any) -> int:
 
 
 def compile_program(
-    config: PPOConfig,
+    config: Any,
     chunk_size: int,
     mesh: Mesh,
     compiler_options: dict[str, Any] | None = None,
 ) -> Program:
     """Lowers and compiles ``jit(vmap(member))`` for ``chunk_size`` members.
 
-    ``compiler_options`` go to XLA (e.g. ``{"xla_backend_optimization_level":
-    0}`` compiles a few times faster on CPU and runs a few times slower: worth
-    it for tiny populations such as tests).
+    ``compiler_options`` go to XLA (see ``ProgramCache``).
     """
     config = program_config(config)
     _, default_env_params = envs.make(config.env)
@@ -157,54 +158,35 @@ def _mesh_key(mesh: Mesh) -> tuple:
     return (tuple(d.id for d in mesh.devices.flat), tuple(mesh.axis_names))
 
 
-class ProgramCache:
-    """Compiled programs by (static config, chunk size, mesh); counts compiles.
-
-    ``compiler_options`` apply to every program it compiles (see
-    ``compile_program``).
-    """
-
-    def __init__(self, compiler_options: dict[str, Any] | None = None):
-        self._programs: dict[tuple, Program] = {}
-        self.compiles = 0
-        self.compiler_options = compiler_options
-
-    def __len__(self) -> int:
-        return len(self._programs)
-
-    def _options_key(self) -> tuple:
-        return tuple(sorted((self.compiler_options or {}).items()))
-
-    def clear(self) -> None:
-        self._programs.clear()
-
-    def reusable(
-        self, config: PPOConfig, mesh: Mesh, num_members: int, max_chunk: int
-    ) -> Program | None:
-        """A cached program for ``config`` of at most ``max_chunk`` members whose
-        padding wastes at most half its work (the least wasteful one)."""
-        config, mesh_key = program_config(config), _mesh_key(mesh)
-        best = None
-        for (cfg, size, key, options), program in self._programs.items():
-            if (cfg, key, options) != (config, mesh_key, self._options_key()):
-                continue
-            if size > max_chunk:
-                continue
-            padded = -(-num_members // size) * size
-            if padded <= 2 * num_members and (best is None or padded < best[0]):
-                best = (padded, program)
-        return None if best is None else best[1]
-
-    def get(self, config: PPOConfig, chunk_size: int, mesh: Mesh) -> Program:
-        """The program for these arguments, compiled on first use."""
-        key = (program_config(config), chunk_size, _mesh_key(mesh), self._options_key())
-        if key not in self._programs:
-            self._programs[key] = compile_program(
-                config, chunk_size, mesh, self.compiler_options
-            )
-            self.compiles += 1
-        return self._programs[key]
+def population_program(
+    cache: ProgramCache, config: Any, chunk_size: int, mesh: Mesh
+) -> Program:
+    """The program for ``config``'s static fields, ``chunk_size`` members and
+    ``mesh``, compiled on first use."""
+    key = ("population", program_config(config), chunk_size, _mesh_key(mesh))
+    return cache.get(
+        key, lambda options: compile_program(config, chunk_size, mesh, options)
+    )
 
 
-#: Shared by every sweep of this process unless one passes its own cache.
-DEFAULT_CACHE = ProgramCache()
+def reusable_program(
+    cache: ProgramCache, config: Any, mesh: Mesh, num_members: int, max_chunk: int
+) -> Program | None:
+    """A cached program for ``config`` of at most ``max_chunk`` members whose
+    padding wastes at most half its work (the least wasteful one)."""
+    config, mesh_key = program_config(config), _mesh_key(mesh)
+    best = None
+    for key, program in cache.entries():
+        if key[0] != "population" or (key[1], key[3]) != (config, mesh_key):
+            continue
+        size = key[2]
+        if size > max_chunk:
+            continue
+        padded = -(-num_members // size) * size
+        if padded <= 2 * num_members and (best is None or padded < best[0]):
+            best = (padded, program)
+    return None if best is None else best[1]
+
+
+#: Sweeps use the process's one program cache unless given their own.
+DEFAULT_CACHE = PROGRAMS

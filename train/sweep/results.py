@@ -3,7 +3,8 @@
 Scores of one member, from its ``episode_return`` curve ``r[0..U-1]`` (mean
 return of the episodes finished during each update's rollout):
 
-* ``final_return``: ``r[U-1]``;
+* ``final_return``: ``ondevice_rl.metrics.final_return`` (the mean of the
+  last 10 updates, as every run reports it);
 * ``last10_return``: mean of the last ``ceil(U / 10)`` updates;
 * ``auc``: mean of ``r`` over all updates, i.e. the area under the return
   curve with training progress scaled to ``[0, 1]`` (comparable across
@@ -21,7 +22,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from ondevice_rl.train.ppo.config import HYPERPARAM_FIELDS
+from ondevice_rl.metrics import final_return
 from ondevice_rl.train.sweep.space import Member, SweepPlan
 
 SCORE_FIELDS = ("final_return", "last10_return", "auc")
@@ -32,7 +33,7 @@ def scores(returns: np.ndarray) -> dict[str, float]:
     returns = np.asarray(returns, np.float64)
     tail = max(1, math.ceil(len(returns) / 10))
     return {
-        "final_return": float(returns[-1]),
+        "final_return": final_return(returns),
         "last10_return": float(returns[-tail:].mean()),
         "auc": float(returns.mean()),
     }
@@ -42,7 +43,7 @@ class GroupInfo(NamedTuple):
     """One static config of the sweep and how it was run."""
 
     index: int
-    config: Any  # PPOConfig (hyperparameters at their defaults)
+    config: Any  # the algorithm's config (hyperparameters at their defaults)
     members: int
     chunk_size: int
     num_chunks: int
@@ -98,7 +99,8 @@ class SweepResult:
         rows = []
         for m in self.finished:
             row = {"member": m.index, "setting": m.setting, "seed": m.seed}
-            row.update({name: getattr(m.config, name) for name in HYPERPARAM_FIELDS})
+            fields = m.config.HYPERPARAMS._fields
+            row.update({name: getattr(m.config, name) for name in fields})
             row.update(self.plan.setting_values(m))
             row["num_updates"] = len(self.returns(m))
             row.update(scores(self.returns(m)))

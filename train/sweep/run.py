@@ -8,7 +8,6 @@ stops there; a second one stops at once. Either way the members of finished
 chunks are returned (``SweepResult.interrupted``).
 """
 
-import contextlib
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -21,12 +20,14 @@ from ondevice_rl import envs
 from ondevice_rl.distributed import min_bytes_over_processes
 from ondevice_rl.sharding import make_mesh, mesh_size, pad_leading, padded_size
 from ondevice_rl.train.interrupt import stop_at_boundary
-from ondevice_rl.train.ppo.config import PPOConfig
+from ondevice_rl.train.programs import ProgramCache
+from ondevice_rl.train.progress import ProgressBar
 from ondevice_rl.train.sweep.memory import max_chunk_for, memory_budget, plan_chunks
 from ondevice_rl.train.sweep.program import (
     DEFAULT_CACHE,
-    ProgramCache,
+    population_program,
     program_config,
+    reusable_program,
     stack_inputs,
     take,
 )
@@ -37,33 +38,12 @@ from ondevice_rl.train.sweep.space import Member, SweepPlan, build_plan
 ChunkCallback = Callable[[SweepResult, int, int], None]
 
 
-def group_members(members: Sequence[Member]) -> list[tuple[PPOConfig, list[Member]]]:
+def group_members(members: Sequence[Member]) -> list[tuple[Any, list[Member]]]:
     """Members by static config, in order of first appearance."""
-    groups: dict[PPOConfig, list[Member]] = {}
+    groups: dict[Any, list[Member]] = {}
     for m in members:
         groups.setdefault(program_config(m.config), []).append(m)
     return list(groups.items())
-
-
-def _progress(enabled: bool):
-    if not enabled:
-        return contextlib.nullcontext(None)
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        TextColumn,
-        TimeElapsedColumn,
-    )
-
-    return Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("members"),
-        TimeElapsedColumn(),
-        transient=False,
-    )
 
 
 def _to_stderr(message: str) -> None:
@@ -95,15 +75,11 @@ def run_plan(
         stop_message = "stopping after the running chunk (Ctrl-C again to stop now)"
         with (
             stop_at_boundary(_to_stderr, stop_message) as stop,
-            _progress(show) as bar,
+            ProgressBar(len(plan.members), "sweep", "members", show) as bar,
         ):
-            task = None
-            if bar is not None:
-                task = bar.add_task("sweep", total=len(plan.members))
             for g, (config, members) in enumerate(groups):
                 label = f"group {g + 1}/{len(groups)}"
-                if bar is not None:
-                    bar.update(task, description=f"{label}: compiling")
+                bar.describe(f"{label}: compiling")
                 compiled_before = cache.compiles
                 program, est = _program_for(
                     config, len(members), mesh, cache, chunk_size, budget
@@ -126,22 +102,17 @@ def run_plan(
                 for c in range(num_chunks):
                     if stop():
                         raise KeyboardInterrupt
-                    if bar is not None:
-                        bar.update(
-                            task, description=f"{label}: chunk {c + 1}/{num_chunks}"
-                        )
+                    bar.describe(f"{label}: chunk {c + 1}/{num_chunks}")
                     lo = c * program.chunk_size
                     hi = min(lo + program.chunk_size, len(members))
                     chunk = pad_leading(take(inputs, lo, hi), program.chunk_size)
                     out = program(chunk)
                     for j, m in enumerate(members[lo:hi]):
                         result.metrics[m.index] = {k: v[j] for k, v in out.items()}
-                    if bar is not None:
-                        bar.advance(task, hi - lo)
+                    bar.advance(hi - lo)
                     if on_chunk is not None:
                         on_chunk(result, g, c)
-            if bar is not None:
-                bar.update(task, description="done")
+            bar.describe("done")
     except KeyboardInterrupt:
         result.interrupted = True
     result.programs_compiled = cache.compiles - compiles_before
@@ -157,25 +128,25 @@ def _program_for(config, num_members, mesh, cache, chunk_size, budget):
             padded_size(chunk_size, num_devices), padded_size(num_members, num_devices)
         )
         max_chunk, est = max_chunk_for(config, mesh, budget or 1 << 62)
-        return cache.get(config, size, mesh), est
+        return population_program(cache, config, size, mesh), est
     max_chunk, est = max_chunk_for(config, mesh, budget)
-    program = cache.reusable(config, mesh, num_members, max_chunk)
+    program = reusable_program(cache, config, mesh, num_members, max_chunk)
     if program is not None:
         return program, est
     plan = plan_chunks(num_members, max_chunk, num_devices)
-    program = cache.get(config, plan.chunk_size, mesh)
+    program = population_program(cache, config, plan.chunk_size, mesh)
     per_device = program.chunk_size // num_devices
     if program.device_bytes > budget and per_device > 1:
         # The estimate was too low: size chunks from XLA's own figure instead.
         measured = program.device_bytes / per_device
         max_chunk = max(1, int(budget // measured)) * num_devices
         plan = plan_chunks(num_members, max_chunk, num_devices)
-        program = cache.get(config, plan.chunk_size, mesh)
+        program = population_program(cache, config, plan.chunk_size, mesh)
     return program, est
 
 
 def run_sweep(
-    config: PPOConfig,
+    config: Any,
     seeds: int | Sequence[int] = 1,
     search: Mapping[str, Any] | None = None,
     env_params: Mapping[str, Any] | None = None,
@@ -192,10 +163,11 @@ def run_sweep(
     """Trains a population: every setting of ``search`` × ``env_params``, per seed.
 
     Args:
-        config: base ``PPOConfig``.
+        config: base config of any registered algorithm (``PPOConfig``,
+            ``A2CConfig``, ...).
         seeds: a count ``n`` (seeds ``0..n-1``) or explicit seeds; a member's
             key is ``jax.random.key(seed)``, as a run trained alone.
-        search: ``PPOConfig`` field → list (grid), ``Uniform``/``LogUniform``
+        search: config field → list (grid), ``Uniform``/``LogUniform``
             (random, hyperparameters only) or scalar. Static fields (shapes,
             loop lengths) form groups compiled separately.
         env_params: env params field (e.g. ``"length"``) → the same.

@@ -7,10 +7,11 @@ A search maps field names to values:
   settings are drawn (numpy, ``sample_seed``) and crossed with the grid;
 * a scalar → one fixed value.
 
-Fields are ``PPOConfig`` fields: the ``Hyperparams`` ones (traced; any number
-of values share one compiled program) or static ones (``num_envs``,
-``num_steps``, ``hidden``, ``total_timesteps``, ...; each distinct static
-config compiles its own program). Env physics fields (leaves of the env's
+Fields are the base config's fields (any registered algorithm's config): its
+traced hyperparameters (any number of values share one compiled program) or
+static ones (``num_envs``, ``num_steps``, ``hidden``, ``total_timesteps``,
+...; each distinct static config compiles its own program). Values are
+checked against the algorithm's declared ranges before anything compiles. Env physics fields (leaves of the env's
 params NamedTuple, e.g. CartPole ``length``) come in a separate mapping and
 are traced too. Every setting is run once per seed.
 """
@@ -26,7 +27,7 @@ import numpy as np
 
 from ondevice_rl import envs
 from ondevice_rl.networks import ACTIVATIONS
-from ondevice_rl.train.ppo.config import HYPERPARAM_FIELDS, PPOConfig
+from ondevice_rl.train.registry import algorithm_of
 
 
 class SweepSpecError(ValueError):
@@ -67,20 +68,6 @@ class LogUniform:
 
 Distribution = Uniform | LogUniform
 
-#: Static config fields that may be swept (each value → its own program).
-STATIC_FIELDS = tuple(
-    f.name for f in fields(PPOConfig) if f.name not in HYPERPARAM_FIELDS + ("env",)
-)
-#: Range checks on hyperparameter values: (low, high, low inclusive).
-_HP_BOUNDS = {
-    "learning_rate": (0.0, math.inf, False),
-    "gamma": (0.0, 1.0, True),
-    "gae_lambda": (0.0, 1.0, True),
-    "clip_eps": (0.0, math.inf, False),
-    "ent_coef": (0.0, math.inf, True),
-    "vf_coef": (0.0, math.inf, True),
-    "max_grad_norm": (0.0, math.inf, False),
-}
 ENV_PREFIX = "env."
 
 
@@ -96,7 +83,7 @@ class Member(NamedTuple):
     index: int
     setting: int
     seed: int
-    config: PPOConfig
+    config: Any  # the algorithm's config
     env_params: tuple[tuple[str, float], ...]
 
 
@@ -104,7 +91,7 @@ class Member(NamedTuple):
 class SweepPlan:
     """The members to train and what was swept (for tables and plots)."""
 
-    base: PPOConfig
+    base: Any  # the algorithm's config
     members: tuple[Member, ...]
     swept: tuple[str, ...]  # config fields, then "env.<name>" fields
     seeds: tuple[int, ...]
@@ -140,17 +127,11 @@ def _as_list(name: str, spec: Any) -> list | Distribution:
     return list(spec)
 
 
-def _check_hp(name: str, value: Any) -> float:
+def _check_hp(ranges, name: str, value: Any) -> float:
     try:
-        value = float(value)
-    except (TypeError, ValueError):
-        raise SweepSpecError(f"{name}: {value!r} is not a number") from None
-    low, high, inclusive = _HP_BOUNDS[name]
-    ok = (low <= value if inclusive else low < value) and value <= high
-    if not (math.isfinite(value) and ok):
-        lo = "[" if inclusive else "("
-        raise SweepSpecError(f"{name}={value} is outside {lo}{low}, {high}]")
-    return value
+        return ranges[name].check(name, value)
+    except ValueError as err:
+        raise SweepSpecError(str(err)) from None
 
 
 def _shortest_float32(value: float) -> float:
@@ -158,9 +139,9 @@ def _shortest_float32(value: float) -> float:
     return float(str(np.float32(value)))
 
 
-def _check_dist_bounds(name: str, dist: Distribution) -> None:
-    _check_hp(name, dist.low)
-    _check_hp(name, dist.high)
+def _check_dist_bounds(ranges, name: str, dist: Distribution) -> None:
+    _check_hp(ranges, name, dist.low)
+    _check_hp(ranges, name, dist.high)
 
 
 def env_param_fields(env_name: str) -> dict[str, np.dtype]:
@@ -203,7 +184,7 @@ def _seed_list(seeds: int | Sequence[int]) -> tuple[int, ...]:
 
 
 def build_plan(
-    config: PPOConfig,
+    config: Any,
     seeds: int | Sequence[int] = 1,
     search: Mapping[str, Any] | None = None,
     env_params: Mapping[str, Any] | None = None,
@@ -213,9 +194,10 @@ def build_plan(
     """Expands a search into members: settings (grid × random draws) × seeds.
 
     Args:
-        config: base configuration (values of unswept fields).
+        config: base configuration, any registered algorithm's (values of
+            unswept fields).
         seeds: a count ``n`` (seeds ``0..n-1``) or explicit seeds.
-        search: ``PPOConfig`` field → list, ``Uniform``, ``LogUniform`` or
+        search: config field → list, ``Uniform``, ``LogUniform`` or
             scalar. Random ranges are allowed on hyperparameters only.
         env_params: env params field → the same kinds of values.
         samples: number of random draws; required iff a random range is given.
@@ -228,7 +210,9 @@ def build_plan(
     env_search = dict(env_params or {})
     if "env" in search:
         raise SweepSpecError("env cannot be swept; run one sweep per environment")
-    known = HYPERPARAM_FIELDS + STATIC_FIELDS
+    algorithm = algorithm_of(config)
+    hyperparam_fields, ranges = algorithm.hyperparam_fields, algorithm.ranges
+    known = hyperparam_fields + algorithm.static_fields
     for name in search:
         if name not in known:
             raise _unknown("field", name, known)
@@ -252,13 +236,13 @@ def build_plan(
             if prefix:
                 if np.issubdtype(env_fields[name], np.integer):
                     raise SweepSpecError(f"env param {name} is an integer; give a list")
-            elif name not in HYPERPARAM_FIELDS:
+            elif name not in hyperparam_fields:
                 raise SweepSpecError(
                     f"{name} sets shapes or loop lengths; give a list of values, "
                     "random ranges are for hyperparameters and env params"
                 )
             else:
-                _check_dist_bounds(name, values)
+                _check_dist_bounds(ranges, name, values)
             random[key] = values
     if random and samples is None:
         raise SweepSpecError(
@@ -293,8 +277,8 @@ def build_plan(
             if key.startswith(ENV_PREFIX):
                 name = key[len(ENV_PREFIX) :]
                 env_values[name] = _check_env_value(name, value, env_fields[name])
-            elif key in HYPERPARAM_FIELDS:
-                changes[key] = _check_hp(key, value)
+            elif key in hyperparam_fields:
+                changes[key] = _check_hp(ranges, key, value)
             elif key == "hidden":
                 changes[key] = (value,) if isinstance(value, int) else tuple(value)
             else:

@@ -7,7 +7,8 @@ Examples::
     ondevice-rl sweep --learning-rate loguniform:1e-5:1e-2 --samples 64
     ondevice-rl sweep --num-envs 4,8 --env-param length=0.25,0.5,1.0
 
-Every ``Hyperparams`` field has a flag taking a comma list (grid) or
+``--algo NAME`` picks the learner (default ppo); its traced hyperparameters
+and static fields become the flags. Every hyperparameter has a flag taking a comma list (grid) or
 ``uniform:LOW:HIGH`` / ``loguniform:LOW:HIGH`` (random, with ``--samples``);
 static fields (``--num-envs``, ``--num-steps``, ``--hidden 64x64,256x256``,
 ...) take comma lists and compile one program per combination. Writes
@@ -22,26 +23,31 @@ import sys
 from pathlib import Path
 
 from ondevice_rl import distributed
-from ondevice_rl._xla import add_cpu_devices_argument, use_cpu_cores
-from ondevice_rl.train.ppo.config import HYPERPARAM_FIELDS, PPOConfig
+from ondevice_rl._xla import use_cpu_cores
+from ondevice_rl.train.algorithm import Algorithm
+from ondevice_rl.train.cli.args import (
+    add_algo_argument,
+    add_cpu_devices_argument,
+    add_distributed_arguments,
+    flag_name,
+    int_arg,
+    parse_int,
+)
+from ondevice_rl.train.registry import DEFAULT, algorithms, get_algorithm
 
 PROG = "ondevice-rl sweep"
-_KINDS = {"int": int, "str": str, "bool": bool, int: int, str: str, bool: bool}
 
 
-def _static_flags() -> dict:
-    """Static ``PPOConfig`` fields → value kind (``hidden`` is ``"hidden"``)."""
-    from dataclasses import fields
-
+def _static_flags(algorithm: Algorithm) -> dict:
+    """Static config fields → value kind (``hidden`` is ``"hidden"``)."""
     flags = {}
-    for f in fields(PPOConfig):
-        if f.name in HYPERPARAM_FIELDS or f.name == "env":
-            continue
-        flags[f.name] = "hidden" if f.name == "hidden" else _KINDS.get(f.type, str)
+    defaults = algorithm.defaults()
+    for name in algorithm.static_fields:
+        default = defaults[name]
+        flags[name] = "hidden" if name == "hidden" else type(default)
     return flags
 
 
-_STATIC_FLAGS = _static_flags()
 _RANDOM = re.compile(r"^(uniform|loguniform):([^:]+):([^:]+)$")
 
 
@@ -88,9 +94,10 @@ def parse_spec(flag: str, text: str, kind=float):
         if kind is float:
             values.append(_number(flag, item))
         elif kind is int:
-            if not re.fullmatch(r"[+-]?\d+", item):
-                raise CLIError(f"{flag}: expected integers, got {item!r}")
-            values.append(int(item))
+            try:
+                values.append(parse_int(item))
+            except ValueError:
+                raise CLIError(f"{flag}: expected integers, got {item!r}") from None
         elif kind is bool:
             if item.lower() not in ("true", "false", "1", "0", "yes", "no"):
                 raise CLIError(f"{flag}: expected true/false, got {item!r}")
@@ -126,30 +133,31 @@ def parse_bytes(text: str) -> int:
     return int(number * scale)
 
 
-def _flag(name: str) -> str:
-    return "--" + name.replace("_", "-")
+_flag = flag_name
 
 
-def add_subcommands(subparsers) -> None:
+def add_subcommands(subparsers, algo: str = DEFAULT) -> None:
+    algorithm = get_algorithm(algo if algo in algorithms() else DEFAULT)
     parser = subparsers.add_parser(
         "sweep",
         help="train a population (vmapped, compiled once per static config)",
         description=__doc__.split("\n\n")[0],
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    add_algo_argument(parser, algo)
     parser.add_argument("--env", default="CartPole-v1")
     parser.add_argument("--seeds", default="1", help="count N (seeds 0..N-1) or list")
-    parser.add_argument("--samples", type=int, help="random draws of the ranges")
-    parser.add_argument("--sample-seed", type=int, default=0)
+    parser.add_argument("--samples", type=int_arg, help="random draws of the ranges")
+    parser.add_argument("--sample-seed", type=int_arg, default=0)
     hp = parser.add_argument_group(
         "hyperparameters", "comma list, uniform:LOW:HIGH or loguniform:LOW:HIGH"
     )
-    for name in HYPERPARAM_FIELDS:
+    for name in algorithm.hyperparam_fields:
         hp.add_argument(_flag(name), metavar="SPEC", dest=f"hp_{name}")
     static = parser.add_argument_group(
         "static fields", "comma lists; each combination compiles one program"
     )
-    for name in _STATIC_FLAGS:
+    for name in _static_flags(algorithm):
         static.add_argument(_flag(name), metavar="LIST", dest=f"static_{name}")
     parser.add_argument(
         "--env-param",
@@ -159,23 +167,27 @@ def add_subcommands(subparsers) -> None:
         help="env physics values, e.g. length=0.25,0.5,1.0 (repeatable)",
     )
     parser.add_argument("--out", default="runs/sweep", help="output directory")
-    parser.add_argument("--chunk-size", type=int, help="members per compiled call")
+    parser.add_argument("--chunk-size", type=int_arg, help="members per compiled call")
     parser.add_argument("--memory-budget", help="bytes per device, e.g. 2G")
-    parser.add_argument("--top", type=int, default=10, help="settings to print/plot")
+    parser.add_argument("--top", type=int_arg, default=10, help="settings to print/plot")
     parser.add_argument("--no-progress", action="store_true")
     add_cpu_devices_argument(parser)
-    distributed.add_arguments(parser)
+    add_distributed_arguments(parser)
     parser.set_defaults(func=run)
 
 
 def _read_args(args) -> dict:
     """Everything that can be checked without JAX (before multi-host init)."""
+    try:
+        algorithm = get_algorithm(args.algo)
+    except KeyError as err:
+        raise CLIError(f"--algo: {err.args[0]}") from None
     search, env_params = {}, {}
-    for name in HYPERPARAM_FIELDS:
+    for name in algorithm.hyperparam_fields:
         text = getattr(args, f"hp_{name}")
         if text is not None:
             search[name] = parse_spec(_flag(name), text, float)
-    for name, kind in _STATIC_FLAGS.items():
+    for name, kind in _static_flags(algorithm).items():
         text = getattr(args, f"static_{name}")
         if text is not None:
             search[name] = parse_spec(_flag(name), text, kind)
@@ -191,6 +203,7 @@ def _read_args(args) -> dict:
     if args.chunk_size is not None and args.chunk_size < 1:
         raise CLIError(f"--chunk-size: expected >= 1, got {args.chunk_size}")
     return {
+        "algorithm": algorithm,
         "seeds": parse_seeds(args.seeds),
         "search": search,
         "env_params": env_params,
@@ -208,11 +221,13 @@ def run(args: argparse.Namespace) -> int:
     except (CLIError, ValueError) as err:
         print(f"{PROG}: error: {err}", file=sys.stderr)
         return 2
+    from ondevice_rl.train.registry import check_env
     from ondevice_rl.train.sweep import SweepSpecError, build_plan, run_plan
 
     try:
+        check_env(spec["algorithm"], args.env)
         plan = build_plan(
-            PPOConfig(env=args.env),
+            spec["algorithm"].config(env=args.env),
             spec["seeds"],
             spec["search"],
             spec["env_params"],

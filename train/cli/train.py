@@ -1,19 +1,25 @@
 """``ondevice-rl train``, ``ondevice-rl envs`` and ``ondevice-rl recipes``.
 
-``train`` builds a ``PPOConfig`` from a recipe (optional) overridden by flags,
-one flag per ``PPOConfig`` field, and runs it with ``run_training``. JAX's
+``train`` builds the chosen algorithm's config (``--algo``, default PPO, or
+the recipe's) from a recipe (optional) overridden by flags, one flag per
+config field, and runs it with ``run_training``. JAX's
 persistent compilation cache is switched on here, not on library import:
 ``~/.cache/ondevice_rl/jax`` unless ``ONDEVICE_RL_CACHE_DIR`` says otherwise
 (``off`` disables it).
 """
 
-import argparse
 import dataclasses
 import os
 import sys
 from pathlib import Path
 
-from ondevice_rl.train.ppo import PPOConfig
+from ondevice_rl.train.cli.args import (
+    add_algo_argument,
+    add_config_flags,
+    int_arg,
+    one_line_errors,
+)
+from ondevice_rl.train.registry import DEFAULT, algorithms, get_algorithm
 
 CACHE_ENV = "ONDEVICE_RL_CACHE_DIR"
 _OFF = ("", "0", "off", "none", "false")
@@ -41,70 +47,22 @@ def enable_compilation_cache() -> Path | None:
     return path
 
 
-def _int(text: str) -> int:
-    """An int, also written ``500_000`` or ``5e5``."""
-    try:
-        return int(text)
-    except ValueError:
-        pass
-    try:
-        value = float(text)
-    except ValueError:
-        value = float("nan")
-    if not value.is_integer():
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}")
-    return int(value)
+def _known(algo: str) -> str:
+    """``algo`` if registered, else the default (its flags stand in until the
+    run reports the unknown name)."""
+    return algo if algo in algorithms() else DEFAULT
 
 
-def _ints(text: str) -> tuple[int, ...]:
-    try:
-        return tuple(int(x) for x in text.replace(",", " ").split())
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a list of ints: {text!r}") from None
-
-
-def _add_config_flags(parser: argparse.ArgumentParser) -> None:
-    """One flag per ``PPOConfig`` field, default None (= recipe or PPOConfig)."""
-    group = parser.add_argument_group(
-        "configuration (override the recipe; defaults are PPOConfig's)"
-    )
-    for field in dataclasses.fields(PPOConfig):
-        flag = "--" + field.name.replace("_", "-")
-        default = field.default
-        kwargs = {"default": None, "dest": field.name}
-        if isinstance(default, bool):
-            kwargs["action"] = argparse.BooleanOptionalAction
-        elif isinstance(default, int):
-            kwargs.update(type=_int, metavar="N")
-        elif isinstance(default, float):
-            kwargs.update(type=float, metavar="X")
-        elif isinstance(default, tuple):
-            kwargs.update(type=_ints, metavar="N,N")
-        else:
-            kwargs.update(type=str, metavar=field.name.upper())
-        shown = ",".join(map(str, default)) if isinstance(default, tuple) else default
-        group.add_argument(flag, help=f"(PPOConfig default: {shown})", **kwargs)
-
-
-def _one_line_errors(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
-    """Bad flags give one line on stderr and exit status 2 (no usage dump)."""
-
-    def error(message: str):
-        parser.exit(2, f"{parser.prog}: error: {message}\n")
-
-    parser.error = error
-    return parser
-
-
-def add_subcommands(subparsers) -> None:
+def add_subcommands(subparsers, algo: str = DEFAULT) -> None:
     train = subparsers.add_parser(
         "train",
-        help="train PPO on one environment",
-        description="Train PPO as a few compiled segments, the state kept on "
-        "the device. Flags override the recipe's values.",
+        help=f"train one learner ({', '.join(algorithms())}) on one environment",
+        description="Train as a few compiled segments, the state kept on the "
+        "device. Flags override the recipe's values.",
     )
+    add_algo_argument(train, algo)
     train.add_argument("--recipe", help="shipped recipe name or TOML file")
-    train.add_argument("--seed", type=_int, default=0, help="PRNG seed (default 0)")
+    train.add_argument("--seed", type=int_arg, default=0, help="PRNG seed (default 0)")
     train.add_argument(
         "--out",
         type=Path,
@@ -112,15 +70,15 @@ def add_subcommands(subparsers) -> None:
     )
     train.add_argument(
         "--segments",
-        type=_int,
+        type=int_arg,
         default=None,
         metavar="N",
         help="number of compiled segments (default 20)",
     )
     train.add_argument("--no-progress", action="store_true", help="no progress bar")
-    _add_config_flags(train)
+    add_config_flags(train, get_algorithm(_known(algo)))
     train.set_defaults(func=_train)
-    _one_line_errors(train)
+    one_line_errors(train)
 
     envs = subparsers.add_parser("envs", help="list the environments")
     envs.set_defaults(func=_envs)
@@ -135,19 +93,31 @@ def _error(command: str, message: object) -> int:
     return 2
 
 
-def _build_config(args) -> PPOConfig:
+def _build_config(args):
+    """The chosen algorithm's config: recipe values, then flags. Raises
+    ValueError/KeyError/FileNotFoundError with one-line messages."""
     from ondevice_rl import envs
     from ondevice_rl.train.recipe import config_from_dict, load_recipe
+    from ondevice_rl.train.registry import check_env
 
-    names = [f.name for f in dataclasses.fields(PPOConfig)]
-    overrides = {k: getattr(args, k) for k in names if getattr(args, k) is not None}
+    algorithm = get_algorithm(args.algo)
+    names = [f.name for f in dataclasses.fields(algorithm.config)]
+    overrides = {
+        k: getattr(args, k) for k in names if getattr(args, k, None) is not None
+    }
+    base = {}
     if args.recipe is not None:
-        base = load_recipe(args.recipe).to_dict()
-        config = config_from_dict({**base, **overrides}, where="config")
-    else:
-        config = config_from_dict(overrides, where="config")
+        recipe = load_recipe(args.recipe)
+        if type(recipe) is not algorithm.config:
+            raise ValueError(
+                f"recipe {args.recipe} is for {type(recipe).__name__}, not "
+                f"--algo {algorithm.name}"
+            )
+        base = recipe.to_dict()
+    config = config_from_dict({**base, **overrides}, algorithm, where="config")
     if config.env not in envs.names():
         envs.make(config.env)  # raises KeyError naming close matches
+    check_env(algorithm, config.env)
     return config
 
 
@@ -173,7 +143,7 @@ def _train(args) -> int:
     updates = len(result.metrics["episode_return"])
     status = "interrupted" if result.interrupted else "done"
     print(
-        f"{config.env}: {status} after {updates}/{config.num_updates} updates, "
+        f"{config.env} ({args.algo}): {status} after {updates}/{config.num_updates} updates, "
         f"{result.env_steps:,} env steps"
     )
     print(
@@ -237,11 +207,19 @@ def _recipes(args) -> int:
 
     from ondevice_rl.train.recipe import describe, list_recipes, load_recipe
 
+    from ondevice_rl.train.registry import algorithm_of
+
     table = Table(title="recipes (ondevice-rl train --recipe NAME)")
-    for column in ("name", "env", "steps", "description"):
+    for column in ("name", "algo", "env", "steps", "description"):
         table.add_column(column, no_wrap=column == "name")
     for name in list_recipes():
         config = load_recipe(name)
-        table.add_row(name, config.env, f"{config.total_timesteps:,}", describe(name))
+        table.add_row(
+            name,
+            algorithm_of(config).name,
+            config.env,
+            f"{config.total_timesteps:,}",
+            describe(name),
+        )
     Console().print(table)
     return 0

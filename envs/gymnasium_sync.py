@@ -2,8 +2,8 @@
 
 Each sets the unwrapped gymnasium env to a port's state (in gymnasium's own
 dtype for that env) and its ``TimeLimit`` to the port's step count, and
-returns gymnasium's observation of that state. Used by
-``ondevice_rl.testing.check_conformance``; imports no port.
+returns gymnasium's observation of that state: pass one as ``sync_state``
+to ``ondevice_rl.testing.check_conformance``. Imports no port.
 """
 
 from collections.abc import Callable

@@ -14,30 +14,18 @@ import platform
 import sys
 from pathlib import Path
 
-from ondevice_rl._xla import add_cpu_devices_argument, use_cpu_cores
+from ondevice_rl._xla import use_cpu_cores
 from ondevice_rl.train.bench import env_speed, host, report, train_speed
 from ondevice_rl.train.bench.train_speed import BenchError
+from ondevice_rl.train.cli.args import (
+    add_cpu_devices_argument,
+    positive_int_arg,
+    positive_int_list_arg,
+)
+from ondevice_rl.train.registry import DEFAULT, algorithms, get_algorithm
 
 PARTS = ("env", "train", "host")
-
-
-def _count(text: str) -> int:
-    """A positive int, also written ``5e5`` or ``500_000``."""
-    try:
-        value = float(text)
-    except ValueError:
-        value = float("nan")
-    if not value.is_integer() or value < 1:
-        raise argparse.ArgumentTypeError(f"not a positive integer: {text!r}")
-    return int(value)
-
-
-def _counts(text: str) -> tuple[int, ...]:
-    """``"1,16,64"`` -> ``(1, 16, 64)``."""
-    items = [x for x in text.replace(",", " ").split() if x]
-    if not items:
-        raise argparse.ArgumentTypeError(f"not a list of positive integers: {text!r}")
-    return tuple(_count(x) for x in items)
+_count, _counts = positive_int_arg, positive_int_list_arg
 
 
 def _add_flags(parser: argparse.ArgumentParser, suppress: bool) -> None:
@@ -93,6 +81,13 @@ def _add_flags(parser: argparse.ArgumentParser, suppress: bool) -> None:
     )
     group = parser.add_argument_group("train")
     group.add_argument(
+        "--algo",
+        metavar="NAME",
+        default=argparse.SUPPRESS if suppress else DEFAULT,
+        help=f"learner to time: {', '.join(algorithms())} (default: ppo; each "
+        "with its config's defaults)",
+    )
+    group.add_argument(
         "--seeds",
         type=_counts,
         metavar="N,..",
@@ -114,8 +109,9 @@ def _add_flags(parser: argparse.ArgumentParser, suppress: bool) -> None:
         type=Path,
         metavar="PATH",
         default=argparse.SUPPRESS if suppress else None,
-        help="also run this reference script (e.g. "
-        "../shared/bench/reference_ppo.py) with the same settings",
+        help="also run this reference script with the same settings: it takes "
+        "--seeds and --timesteps and prints one JSON line with seeds, timesteps, "
+        "compile_s, run_s, sps and final_return",
     )
     group.add_argument(
         "--repeat",
@@ -136,11 +132,11 @@ def _add_flags(parser: argparse.ArgumentParser, suppress: bool) -> None:
     )
 
 
-def add_subcommands(subparsers) -> None:
+def add_subcommands(subparsers, algo: str = DEFAULT) -> None:
     parser = subparsers.add_parser(
         "bench",
-        help="benchmarks: env stepping, PPO training, host loop vs fused",
-        description="Benchmarks of env stepping, PPO training and the host-loop "
+        help="benchmarks: env stepping, training, host loop vs fused",
+        description="Benchmarks of env stepping, training and the host-loop "
         "vs fused experiment. Without a part, runs all three. Tables go to "
         "stdout, bench.json and bench.png to --out.",
     )
@@ -148,8 +144,8 @@ def add_subcommands(subparsers) -> None:
     parts = parser.add_subparsers(dest="part", metavar="{env,train,host}")
     helps = dict(
         env="random-policy steps/s of each env at several batch sizes",
-        train="PPO SPS and compile time at several seed counts (vs --reference)",
-        host="the same PPO with a host-side env loop vs fused into one program",
+        train="training SPS and compile time at several seed counts (vs --reference)",
+        host="the same learner with a host-side env loop vs fused into one program",
     )
     for part in PARTS:
         _add_flags(parts.add_parser(part, help=helps[part]), suppress=True)
@@ -211,10 +207,13 @@ def _run(args) -> int:
     timesteps = args.timesteps or (
         train_speed.QUICK_TIMESTEPS if quick else train_speed.DEFAULT_TIMESTEPS
     )
-    if timesteps < 512:
-        raise BenchError(
-            "--timesteps must be at least one rollout (4 envs × 128 = 512)"
-        )
+    try:
+        algorithm = get_algorithm(args.algo)
+        algorithm.config(total_timesteps=timesteps)
+    except KeyError as e:
+        raise BenchError(f"--algo: {e.args[0]}") from None
+    except ValueError as e:
+        raise BenchError(f"--timesteps: {e}") from None
     names = args.envs or env_speed.default_envs(quick)
     _check_envs(names)
     if args.reference is not None and not args.reference.is_file():
@@ -235,21 +234,23 @@ def _run(args) -> int:
             train_speed.QUICK_SEEDS if quick else train_speed.DEFAULT_SEEDS
         )
         results["train"] = train_speed.run_train_bench(
-            seeds, timesteps, args.reference, args.repeat, _log
+            seeds, timesteps, args.reference, args.repeat, _log, algorithm.name
         )
     if "host" in parts:
         host_steps = args.host_timesteps or (
             host.QUICK_HOST_TIMESTEPS if quick else host.DEFAULT_HOST_TIMESTEPS
         )
-        if host_steps < 512:
-            raise BenchError(
-                "--host-timesteps must be at least one rollout (4 envs × 128 = 512)"
-            )
+        try:
+            algorithm.config(total_timesteps=host_steps)
+        except ValueError as e:
+            raise BenchError(f"--host-timesteps: {e}") from None
         reuse = None
         for r in results.get("train", {}).get("results", []):
             if r["seeds"] == 1:
                 reuse = {k: v for k, v in r.items() if k not in ("reference", "ratio")}
-        results["host"] = host.run_host_bench(host_steps, timesteps, reuse, _log)
+        results["host"] = host.run_host_bench(
+            host_steps, timesteps, reuse, _log, algorithm.name
+        )
 
     report.print_tables(results)
     report.write_json(results, args.out / "bench.json")

@@ -1,0 +1,42 @@
+"""The ``ondevice-rl`` command line: ``train``, ``envs``, ``recipes``,
+``sweep``, ``bench``.
+
+Each subcommand lives in its own module of this package exposing
+``add_subcommands(subparsers, algo)``; the chosen subcommand's parser sets
+``func`` to the function that runs it. ``algo`` is the learner the command
+line asks for (``--algo``, or a recipe's), read first so that the config
+flags are that learner's.
+"""
+
+import argparse
+import sys
+
+import ondevice_rl  # noqa: F401  (sets the XLA CPU flags before JAX starts)
+
+
+def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
+    from ondevice_rl.train.cli import bench, sweep, train
+    from ondevice_rl.train.cli.args import chosen_algorithm
+
+    algo = chosen_algorithm(sys.argv[1:] if argv is None else argv)
+    parser = argparse.ArgumentParser(
+        prog="ondevice-rl",
+        description="Reinforcement learning fused into one compiled JAX program.",
+    )
+    subparsers = parser.add_subparsers(dest="command", required=True)
+    for module in (train, sweep, bench):
+        module.add_subcommands(subparsers, algo)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser(argv).parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

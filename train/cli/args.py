@@ -1,0 +1,164 @@
+"""Argument helpers shared by every ``ondevice-rl`` subcommand.
+
+* ``parse_int``: integers also written ``500_000`` or ``5e5`` (the one parser
+  of integer flags and list items);
+* ``chosen_algorithm``: which learner's flags to build (``--algo``, else a
+  recipe's ``algo`` key, else PPO), read before the full parser exists;
+* ``add_config_flags``: one flag per field of that learner's config;
+* ``one_line_errors``: bad flags give one line and exit status 2;
+* ``--cpu-devices`` and the multi-host flags.
+"""
+
+import argparse
+import dataclasses
+
+from ondevice_rl.distributed import AUTO, ENV_COORDINATOR, ENV_NUM_PROCESSES
+from ondevice_rl.distributed import ENV_PROCESS_ID
+
+
+def parse_int(text: str) -> int:
+    """An int, also written ``500_000`` or ``5e5``; ValueError otherwise."""
+    text = str(text).strip()
+    try:
+        return int(text)
+    except ValueError:
+        pass
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not value.is_integer():
+        raise ValueError(f"not an integer: {text!r}")
+    return int(value)
+
+
+def int_arg(text: str) -> int:
+    """``parse_int`` for argparse ``type=``."""
+    try:
+        return parse_int(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def positive_int_arg(text: str) -> int:
+    value = int_arg(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"not a positive integer: {text!r}")
+    return value
+
+
+def int_list_arg(text: str) -> tuple[int, ...]:
+    """``"64,64"`` or ``"64 64"`` -> ``(64, 64)``."""
+    items = [x for x in text.replace(",", " ").split() if x]
+    if not items:
+        raise argparse.ArgumentTypeError(f"not a list of integers: {text!r}")
+    return tuple(int_arg(x) for x in items)
+
+
+def positive_int_list_arg(text: str) -> tuple[int, ...]:
+    return tuple(positive_int_arg(x) for x in int_list_arg(text))
+
+
+def flag_name(field: str) -> str:
+    return "--" + field.replace("_", "-")
+
+
+def chosen_algorithm(argv: list[str]) -> str:
+    """The learner a command line asks for: ``--algo``, else the ``algo`` of
+    ``--recipe``, else the default. Unknown names come back as given (the full
+    parse reports them)."""
+    from ondevice_rl.train.registry import DEFAULT
+
+    peek = argparse.ArgumentParser(add_help=False)
+    peek.add_argument("--algo")
+    peek.add_argument("--recipe")
+    known, _ = peek.parse_known_args(argv)
+    if known.algo is not None:
+        return known.algo
+    if known.recipe is not None:
+        from ondevice_rl.train.recipe import recipe_algorithm
+
+        try:
+            return recipe_algorithm(known.recipe)
+        except (FileNotFoundError, ValueError):
+            pass  # reported when the recipe is loaded
+    return DEFAULT
+
+
+def add_algo_argument(parser: argparse.ArgumentParser, algo: str) -> None:
+    from ondevice_rl.train.registry import algorithms
+
+    parser.add_argument(
+        "--algo",
+        default=algo,
+        metavar="NAME",
+        help=f"learner: {', '.join(algorithms())} (default: ppo, or the recipe's); "
+        "the flags below are this learner's",
+    )
+
+
+def add_config_flags(parser: argparse.ArgumentParser, algorithm) -> None:
+    """One flag per field of ``algorithm.config``, default None (= recipe or
+    the config's default)."""
+    name = algorithm.config.__name__
+    group = parser.add_argument_group(
+        f"{algorithm.name} configuration (override the recipe; defaults are "
+        f"{name}'s)"
+    )
+    for field in dataclasses.fields(algorithm.config):
+        default = field.default
+        kwargs = {"default": None, "dest": field.name}
+        if isinstance(default, bool):
+            kwargs["action"] = argparse.BooleanOptionalAction
+        elif isinstance(default, int):
+            kwargs.update(type=int_arg, metavar="N")
+        elif isinstance(default, float):
+            kwargs.update(type=float, metavar="X")
+        elif isinstance(default, tuple):
+            kwargs.update(type=int_list_arg, metavar="N,N")
+        else:
+            kwargs.update(type=str, metavar=field.name.upper())
+        shown = ",".join(map(str, default)) if isinstance(default, tuple) else default
+        group.add_argument(flag_name(field.name), help=f"(default: {shown})", **kwargs)
+
+
+def one_line_errors(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """Bad flags give one line on stderr and exit status 2 (no usage dump)."""
+
+    def error(message: str):
+        parser.exit(2, f"{parser.prog}: error: {message}\n")
+
+    parser.error = error
+    return parser
+
+
+def add_cpu_devices_argument(parser: argparse.ArgumentParser, default=None) -> None:
+    """``--cpu-devices N`` (``None``: one per core)."""
+    parser.add_argument(
+        "--cpu-devices",
+        type=positive_int_arg,
+        default=default,
+        metavar="N",
+        help="on CPU, split populations over N devices (default: one per core; "
+        "1 = a single device)",
+    )
+
+
+def add_distributed_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--coordinator``, ``--num-processes``, ``--process-id`` (see
+    ``ondevice_rl.distributed.initialize_from_env``)."""
+    group = parser.add_argument_group(
+        "several hosts",
+        "JAX multi-controller runtime; or set the ONDEVICE_RL_* environment variables",
+    )
+    group.add_argument(
+        "--coordinator",
+        metavar="HOST:PORT",
+        help=f"process 0's address (or '{AUTO}'); env {ENV_COORDINATOR}",
+    )
+    group.add_argument(
+        "--num-processes", type=int_arg, metavar="N", help=f"env {ENV_NUM_PROCESSES}"
+    )
+    group.add_argument(
+        "--process-id", type=int_arg, metavar="I", help=f"0..N-1; env {ENV_PROCESS_ID}"
+    )
