@@ -8,7 +8,7 @@ Two layouts are used by the library:
   Members never talk to each other, so no collectives are needed.
 * **Data axis** (one large run): the environment batch is split over a 1-D
   mesh (axis ``"data"``) inside ``jax.shard_map`` and gradients are averaged
-  with ``lax.pmean`` (see ``ondevice_rl.train.ppo_dp``).
+  with ``lax.pmean`` (see ``ondevice_rl.train.ppo.data_parallel``).
 
 Every function works the same on one host or many (JAX's multi-controller
 runtime, see ``ondevice_rl.distributed``): ``jax.devices()`` then lists the

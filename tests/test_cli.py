@@ -96,6 +96,43 @@ def test_envs_lists_environments(capsys):
     assert "CartPole-v1" in out and "Discrete(2)" in out and "500" in out
 
 
+def test_algos_lists_learners(capsys):
+    assert main(["algos"]) == 0
+    out = capsys.readouterr().out
+    assert "PPOConfig" in out and "A2CConfig" in out and "clip_eps" in out
+
+
+def test_algo_flags_are_the_chosen_learners():
+    args = build_parser(["train", "--algo", "a2c"]).parse_args(
+        ["train", "--algo", "a2c", "--optimizer", "adam", "--num-steps", "8"]
+    )
+    config = _build_config(args)
+    assert type(config).__name__ == "A2CConfig"
+    assert (config.optimizer, config.num_steps) == ("adam", 8)
+    # A recipe names its learner; its flags follow without --algo.
+    argv = ["train", "--recipe", "cartpole_a2c", "--optimizer", "adam"]
+    config = _build_config(build_parser(argv).parse_args(argv))
+    assert type(config).__name__ == "A2CConfig" and config.optimizer == "adam"
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--algo", "a3c"], "unknown algorithm 'a3c'. Did you mean a2c"),
+        (["--algo", "ppo", "--recipe", "cartpole_a2c"], "not --algo ppo"),
+        (["--algo", "ppo", "--optimizer", "adam"], "unrecognized arguments"),
+    ],
+)
+def test_bad_algo_input_is_one_line_and_exit_2(argv, message, capsys):
+    try:
+        rc = main(["train", *argv, "--no-progress"])
+    except SystemExit as e:
+        rc = e.code
+    assert rc == 2
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1
+
+
 def test_recipes_lists_recipes(capsys):
     assert main(["recipes"]) == 0
     out = capsys.readouterr().out

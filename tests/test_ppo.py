@@ -5,8 +5,10 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from ondevice_rl.metrics import final_return
 from ondevice_rl.networks import ActorCritic
 from ondevice_rl.train import ppo
+from ondevice_rl.train.recipe import load_recipe
 
 
 def _value(trainer, state, obs):
@@ -74,13 +76,14 @@ def test_cartpole_learns_quickly_and_metrics_are_finite():
     assert returns[-10:].mean() > returns[:10].mean() + 50.0
 
 
-def test_continuous_pendulum_runs_and_improves_entropy_stays_finite():
-    config = ppo.PPOConfig(
-        env="Pendulum-v1", total_timesteps=8_192, num_envs=8, num_steps=64
-    )
+def test_continuous_pendulum_improves_and_entropy_stays_finite():
+    # The shipped recipe's settings over 40 updates (164k steps): a random
+    # policy scores about -1250; measured -960 and -790 at the end (2 seeds).
+    config = load_recipe("pendulum_ppo").replace(total_timesteps=163_840)
     _, out = _train(config)
     assert np.all(np.isfinite(np.asarray(out.metrics["entropy"])))
-    assert np.all(np.asarray(out.metrics["episode_return"]) < 0.0)
+    returns = np.asarray(out.metrics["episode_return"])
+    assert final_return(returns) > returns[:3].mean() + 150.0
 
 
 def test_same_key_gives_bitwise_identical_metrics():

@@ -146,7 +146,7 @@ def test_plan_chunks_equal_sizes_multiple_of_devices():
 
 def test_scores():
     s = scores(np.arange(20.0))
-    assert s == {"final_return": 19.0, "last10_return": 18.5, "auc": 9.5}
+    assert s == {"final_return": 14.5, "last10_return": 18.5, "auc": 9.5}
 
 
 # --- populations --------------------------------------------------------------------

@@ -159,6 +159,8 @@ def run_training(
         out_dir: if given, receives ``config.json``, ``metrics.jsonl``,
             ``curve.png`` and ``checkpoint/`` (the final train state).
     """
+    if not 0 <= seed < 2**32:
+        raise ValueError(f"seed must be in [0, 2^32), got {seed}")
     hp = _as_hyperparams(config, hyperparams)
     plan = segment_plan(config.num_updates, num_segments or DEFAULT_SEGMENTS)
     out = Path(out_dir) if out_dir is not None else None

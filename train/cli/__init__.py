@@ -1,5 +1,5 @@
-"""The ``ondevice-rl`` command line: ``train``, ``envs``, ``recipes``,
-``sweep``, ``bench``.
+"""The ``ondevice-rl`` command line: ``train``, ``algos``, ``envs``,
+``recipes``, ``sweep``, ``bench``.
 
 Each subcommand lives in its own module of this package exposing
 ``add_subcommands(subparsers, algo)``; the chosen subcommand's parser sets

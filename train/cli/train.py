@@ -80,6 +80,8 @@ def add_subcommands(subparsers, algo: str = DEFAULT) -> None:
     train.set_defaults(func=_train)
     one_line_errors(train)
 
+    algos = subparsers.add_parser("algos", help="list the learners")
+    algos.set_defaults(func=_algos)
     envs = subparsers.add_parser("envs", help="list the environments")
     envs.set_defaults(func=_envs)
     recipes = subparsers.add_parser("recipes", help="list the shipped recipes")
@@ -126,8 +128,8 @@ def _train(args) -> int:
         config = _build_config(args)
         if args.segments is not None and args.segments <= 0:
             raise ValueError(f"--segments must be positive, got {args.segments}")
-        if args.seed < 0:
-            raise ValueError(f"--seed must be non-negative, got {args.seed}")
+        if not 0 <= args.seed < 2**32:
+            raise ValueError(f"--seed must be in [0, 2^32), got {args.seed}")
     except (ValueError, KeyError, FileNotFoundError) as e:
         return _error("train", e)
     from ondevice_rl.train.runner import run_training
@@ -197,6 +199,27 @@ def _envs(args) -> int:
         except Exception as e:  # an adapter whose backend is missing, say
             obs, action, limit = "-", f"unavailable: {type(e).__name__}", "-"
         table.add_row(name, obs, action, limit)
+    Console().print(table)
+    return 0
+
+
+def _algos(args) -> int:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title="learners (ondevice-rl train --algo NAME)")
+    for column in ("name", "config", "actions", "traced hyperparameters", "summary"):
+        table.add_column(column, no_wrap=column == "name")
+    for name in algorithms():
+        algorithm = get_algorithm(name)
+        actions = "discrete, continuous" if algorithm.continuous_actions else "discrete"
+        table.add_row(
+            name,
+            algorithm.config.__name__,
+            actions,
+            ", ".join(algorithm.hyperparam_fields),
+            algorithm.summary,
+        )
     Console().print(table)
     return 0
 

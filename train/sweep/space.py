@@ -180,6 +180,8 @@ def _seed_list(seeds: int | Sequence[int]) -> tuple[int, ...]:
         raise SweepSpecError("empty list of seeds")
     if len(set(seeds)) != len(seeds):
         raise SweepSpecError(f"repeated seeds in {list(seeds)}")
+    if not all(0 <= s < 2**32 for s in seeds):
+        raise SweepSpecError(f"seeds must be in [0, 2^32), got {list(seeds)}")
     return seeds
 
 
