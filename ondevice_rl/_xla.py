@@ -65,4 +65,3 @@ def use_cpu_cores(count: int | None = None) -> int:
             "started; call use_cpu_cores before the first JAX computation"
         ) from e
     return count
-

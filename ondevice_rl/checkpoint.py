@@ -1,4 +1,10 @@
-"""Save and restore pytrees of arrays (a ``TrainState``, say) with orbax.
+"""Save and restore pytrees of arrays (a train state, say) with orbax.
+
+``save``/``restore`` handle one checkpoint directory; ``Checkpoints`` a
+directory of numbered ones (by update), keeping the last few. Orbax writes
+each checkpoint into a temporary directory and renames it when complete, so
+a process killed mid-write leaves the previous checkpoints intact (the
+unfinished one is never listed).
 
 Typed PRNG keys (``jax.random.key``) are stored as their raw ``uint32`` key
 data and rewrapped on restore, using the key implementation found in ``like``.
@@ -34,17 +40,13 @@ def save(path: str | Path, pytree: Any) -> Path:
     return path
 
 
-def restore(path: str | Path, like: Any) -> Any:
-    """Reads the pytree saved at ``path``; ``like`` gives its structure, shapes
-    and dtypes (arrays or ``jax.ShapeDtypeStruct``; keys must be real key
-    arrays so that their implementation is known).
-    """
-    path = Path(path).absolute()
-    abstract = jax.tree.map(
+def _abstract(like: Any) -> Any:
+    return jax.tree.map(
         lambda x: jax.ShapeDtypeStruct(np.shape(x), x.dtype), _unwrap_keys(like)
     )
-    with ocp.StandardCheckpointer() as checkpointer:
-        restored = checkpointer.restore(path, abstract)
+
+
+def _rewrap_keys(like: Any, restored: Any) -> Any:
     return jax.tree.map(
         lambda ref, x: (
             jax.random.wrap_key_data(x, impl=jax.random.key_impl(ref))
@@ -54,3 +56,55 @@ def restore(path: str | Path, like: Any) -> Any:
         like,
         restored,
     )
+
+
+class Checkpoints:
+    """Numbered checkpoints of one run in ``directory``; the newest ``keep``
+    are kept. Saves are synchronous (complete when ``save`` returns)."""
+
+    def __init__(self, directory: str | Path, keep: int = 3):
+        self.directory = Path(directory).absolute()
+        options = ocp.CheckpointManagerOptions(
+            max_to_keep=keep,
+            enable_async_checkpointing=False,
+            cleanup_tmp_directories=True,
+        )
+        self._manager = ocp.CheckpointManager(self.directory, options=options)
+
+    def __enter__(self) -> "Checkpoints":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._manager.close()
+
+    def steps(self) -> list[int]:
+        """The complete checkpoints' numbers, oldest first."""
+        return sorted(self._manager.all_steps())
+
+    def latest(self) -> int | None:
+        steps = self.steps()
+        return steps[-1] if steps else None
+
+    def save(self, step: int, pytree: Any) -> None:
+        self._manager.save(
+            step, args=ocp.args.StandardSave(_unwrap_keys(pytree)), force=True
+        )
+        self._manager.wait_until_finished()
+
+    def restore(self, step: int, like: Any) -> Any:
+        """Checkpoint ``step``; ``like`` as for ``restore``."""
+        restored = self._manager.restore(
+            step, args=ocp.args.StandardRestore(_abstract(like))
+        )
+        return _rewrap_keys(like, restored)
+
+
+def restore(path: str | Path, like: Any) -> Any:
+    """Reads the pytree saved at ``path``; ``like`` gives its structure, shapes
+    and dtypes (arrays or ``jax.ShapeDtypeStruct``; keys must be real key
+    arrays so that their implementation is known).
+    """
+    path = Path(path).absolute()
+    with ocp.StandardCheckpointer() as checkpointer:
+        restored = checkpointer.restore(path, _abstract(like))
+    return _rewrap_keys(like, restored)

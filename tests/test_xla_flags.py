@@ -82,8 +82,9 @@ REPEAT_SCRIPT = textwrap.dedent(
 def test_repeated_execution_of_one_program_does_not_hang(scheduler):
     # A batched LAPACK QR (orthogonal init under vmap) waited on the thread
     # pool it ran on; with the concurrency-optimised scheduler that deadlocked
-    # within 1-3 runs of this program every time (3 runs here). Both the library's flag and
-    # the QR-per-member init (networks.sequential_under_vmap) prevent it.
+    # within 1-3 runs of this program every time (3 runs here). Both the
+    # library's flag and the QR-per-member init
+    # (networks.sequential_under_vmap) prevent it.
     flags = f"{CPU_SCHEDULER_FLAG}=true" if scheduler == "concurrent" else None
     assert _run_script(REPEAT_SCRIPT, flags).strip().endswith("ok")
 

@@ -22,7 +22,6 @@ import math
 from collections.abc import Callable, Mapping
 from typing import Any, ClassVar, NamedTuple, Protocol
 
-import jax
 import jax.numpy as jnp
 
 from ondevice_rl.networks import ACTIVATIONS
@@ -54,6 +53,8 @@ class Range(NamedTuple):
         return number
 
 
+#: Sizes and counts must stay below this (XLA's int32 dimensions).
+MAX_INT = 2**31
 POSITIVE = Range(0.0, math.inf, low_open=True)
 NON_NEGATIVE = Range(0.0)
 UNIT = Range(0.0, 1.0)
@@ -94,12 +95,19 @@ class AlgorithmConfig:
         for field in self.POSITIVE_INTS:
             value = getattr(self, field)
             if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-                raise ValueError(f"{name}.{field} must be a positive int, got {value!r}")
+                raise ValueError(
+                    f"{name}.{field} must be a positive int, got {value!r}"
+                )
+            if value >= MAX_INT and field != "total_timesteps":
+                raise ValueError(f"{name}.{field}={value} is too large (< 2^31)")
         object.__setattr__(self, "hidden", tuple(self.hidden))
         if any(
-            isinstance(w, bool) or not isinstance(w, int) or w <= 0 for w in self.hidden
+            isinstance(w, bool) or not isinstance(w, int) or not 0 < w < MAX_INT
+            for w in self.hidden
         ):
-            raise ValueError(f"{name}.hidden must be positive ints, got {self.hidden!r}")
+            raise ValueError(
+                f"{name}.hidden must be positive ints, got {self.hidden!r}"
+            )
         if self.activation not in ACTIVATIONS:
             raise ValueError(
                 f"{name}.activation must be one of {', '.join(ACTIVATIONS)}, "
@@ -172,4 +180,3 @@ class Algorithm:
 
     def defaults(self) -> dict[str, Any]:
         return {f.name: f.default for f in dataclasses.fields(self.config)}
-

@@ -1,5 +1,7 @@
 """Files a training run leaves behind: ``config.json``, ``metrics.jsonl``,
-``curve.png``.
+``curve.png`` (the runner adds ``checkpoint/``).
+
+Every JSON file is strict JSON: non-finite numbers are written as null.
 
 Metrics are host arrays ``name -> [U]`` (one value per update, ``U`` updates
 completed); update ``i`` (1-based) ends at ``i * steps_per_update`` env steps.
@@ -7,13 +9,12 @@ completed); update ``i`` (1-based) ends at ``i * steps_per_update`` env steps.
 
 import json
 import math
+import os
+import shutil
 from pathlib import Path
 from typing import Any
 
-import jax
 import numpy as np
-
-from ondevice_rl.train.registry import algorithm_of
 
 CONFIG_FILE = "config.json"
 METRICS_FILE = "metrics.jsonl"
@@ -31,46 +32,130 @@ def finite_or_none(x: float) -> float | None:
     return float(x) if math.isfinite(x) else None
 
 
-def run_info(config: Any, hyperparams: Any, seed: int, **extra: Any) -> dict:
-    """What ``config.json`` holds: config, hyperparams, seed, JAX version and
-    backend, plus ``extra`` (segments, results...)."""
-    return {
-        "algo": algorithm_of(config).name,
-        "config": config.to_dict(),
-        "hyperparams": {k: float(v) for k, v in hyperparams._asdict().items()},
-        "seed": seed,
-        "jax": {
-            "version": jax.__version__,
-            "backend": jax.default_backend(),
-            "devices": [str(d) for d in jax.devices()],
-        },
-        **extra,
-    }
+class RunDirError(ValueError):
+    """An output directory that cannot be used (one-line message)."""
+
+
+def _strict(value: Any) -> Any:
+    if isinstance(value, float | np.floating):
+        return finite_or_none(float(value))
+    if isinstance(value, dict):
+        return {k: _strict(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_strict(v) for v in value]
+    return value
 
 
 def write_json(path: Path, data: dict) -> Path:
-    path.write_text(json.dumps(data, indent=2, default=str) + "\n")
+    """Writes strict JSON (non-finite floats as null), atomically: a kill
+    leaves the old file or the new one, never half of one."""
+    text = json.dumps(_strict(data), indent=2, default=str, allow_nan=False)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text + "\n")
+    os.replace(tmp, path)
     return path
 
 
-def write_metrics(path: Path, metrics: dict[str, np.ndarray], steps_per_update: int) -> Path:
-    """One JSON object per update: ``update``, ``env_steps``, then every metric
-    (``episode_return`` first) as a float (null where non-finite)."""
+def read_json(path: Path) -> dict:
+    return json.loads(Path(path).read_text())
+
+
+def metric_rows(
+    metrics: dict[str, np.ndarray], steps_per_update: int, first_update: int = 0
+) -> list[str]:
+    """One JSON line per update: ``update`` (1-based), ``env_steps``, then
+    every metric (``episode_return`` first), null where non-finite."""
     names = sorted(metrics, key=lambda k: (k != "episode_return", k))
     count = len(metrics["episode_return"])
-    steps = env_steps_axis(count, steps_per_update)
-    with path.open("w") as f:
-        for i in range(count):
-            row = {"update": i + 1, "env_steps": int(steps[i])}
-            row.update({k: finite_or_none(float(metrics[k][i])) for k in names})
-            f.write(json.dumps(row) + "\n")
+    lines = []
+    for i in range(count):
+        update = first_update + i + 1
+        row = {"update": update, "env_steps": update * steps_per_update}
+        row.update({k: finite_or_none(float(metrics[k][i])) for k in names})
+        lines.append(json.dumps(row, allow_nan=False) + "\n")
+    return lines
+
+
+def write_metrics(
+    path: Path, metrics: dict[str, np.ndarray], steps_per_update: int
+) -> Path:
+    """``metrics.jsonl`` from scratch (see ``metric_rows``)."""
+    path.write_text("".join(metric_rows(metrics, steps_per_update)))
     return path
+
+
+def append_metrics(
+    path: Path, metrics: dict[str, np.ndarray], steps_per_update: int, done: int
+) -> None:
+    """Appends the rows of updates ``done+1 ...`` in one write, flushed and
+    synced: the file only ever ends with whole lines (a kill mid-write at
+    most loses this segment's rows, which a resume recomputes)."""
+    text = "".join(metric_rows(metrics, steps_per_update, done))
+    with path.open("a") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
 
 
 def read_metrics(path: str | Path) -> list[dict]:
-    """The rows of a ``metrics.jsonl`` file."""
+    """The complete rows of a ``metrics.jsonl`` file (a torn last line, if
+    any, is ignored)."""
+    rows = []
     with Path(path).open() as f:
-        return [json.loads(line) for line in f if line.strip()]
+        for line in f:
+            if line.endswith("\n") and line.strip():
+                rows.append(json.loads(line))
+    return rows
+
+
+def truncate_metrics(path: Path, updates: int) -> list[dict]:
+    """Keeps the first ``updates`` rows of ``metrics.jsonl`` (resuming from
+    that checkpoint); returns them."""
+    rows = read_metrics(path)[:updates] if path.exists() else []
+    if len(rows) != updates:
+        raise RunDirError(
+            f"{path} holds {len(rows)} complete updates, the checkpoint {updates}"
+        )
+    text = "".join(json.dumps(r, allow_nan=False) + "\n" for r in rows)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+    return rows
+
+
+def rows_to_metrics(rows: list[dict]) -> dict[str, np.ndarray]:
+    """``metrics.jsonl`` rows back to ``name -> [U]`` float32 (null -> NaN)."""
+    names = [k for k in (rows[0] if rows else {}) if k not in ("update", "env_steps")]
+    return {
+        k: np.asarray([np.nan if r.get(k) is None else r[k] for r in rows], np.float32)
+        for k in names
+    }
+
+
+def prepare_run_dir(out: Path, resume: bool = False, force: bool = False) -> None:
+    """Checks ``out`` before anything compiles: a directory we can write to;
+    an earlier run there only with ``resume`` (continue it) or ``force``
+    (replace it). Raises ``RunDirError``."""
+    if out.exists() and not out.is_dir():
+        raise RunDirError(f"--out {out} is a file, not a directory")
+    earlier = out.is_dir() and any(out.iterdir())
+    if resume:
+        if not (out / CONFIG_FILE).is_file():
+            raise RunDirError(f"--resume {out}: no {CONFIG_FILE} there, not a run")
+    elif earlier:
+        if not force:
+            raise RunDirError(
+                f"--out {out} holds an earlier run; --resume continues it, "
+                "--force replaces it"
+            )
+        shutil.rmtree(out)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        probe = out / ".write-test"
+        probe.write_text("")
+        probe.unlink()
+    except OSError as e:
+        raise RunDirError(f"--out {out}: cannot write there ({e.strerror})") from None
 
 
 def plot_curve(

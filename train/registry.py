@@ -7,13 +7,14 @@ Adding a learner is a subpackage ``train/<name>/`` exporting an
 import difflib
 from typing import Any
 
-from ondevice_rl.train import a2c, ppo, pqn
+from ondevice_rl.train import a2c, dqn, ppo, pqn
 from ondevice_rl.train.algorithm import Algorithm
 
 _ALGORITHMS: dict[str, Algorithm] = {
     "ppo": ppo.ALGORITHM,
     "a2c": a2c.ALGORITHM,
     "pqn": pqn.ALGORITHM,
+    "dqn": dqn.ALGORITHM,
 }
 DEFAULT = "ppo"
 

@@ -1,20 +1,28 @@
-"""Run one configuration of any registered algorithm as a few compiled
-segments, state left on device.
+"""Run one configuration of any registered learner as a few compiled
+segments, the state left on the device, nothing lost on the way.
 
-The ``U = config.num_updates`` updates are split into at most ``num_segments``
-calls of one compiled ``trainer.run`` (scan of ``n`` updates): equal segments
-plus at most one shorter remainder, so at most two programs (plus the small
-``init``) are compiled. The ``TrainState`` is donated from segment to segment
-and never leaves the device; between segments only the latest episode return
-is fetched, for the progress bar. Nothing calls back to the host inside the
+The ``U = config.num_updates`` updates run as segments of ``L`` updates
+(``segment_plan``: equal ones plus at most one shorter remainder, so at most
+two programs are compiled). Between segments the host fetches the segment's
+metrics (a few floats per update), appends them to ``metrics.jsonl``, moves
+the progress bar and, when due, writes an orbax checkpoint of the whole
+train state (params, optimiser state, env states, PRNG keys, any replay
+buffer, the update counter). Nothing calls back to the host inside the
 compiled code.
 
-Ctrl-C stops after the running segment (Ctrl-C again aborts at once); what has
-been collected is returned and written all the same.
+* Checkpoints: every ``checkpoint_every`` updates, or by default at the first
+  segment boundary at least ``CHECKPOINT_SECONDS`` after the previous one;
+  always at the end and when stopped. The last 3 are kept.
+* Stops: a first Ctrl-C or SIGTERM finishes the running segment, then
+  checkpoints and writes everything; a second one exits at once (the last
+  checkpoint stays). ``resume_training`` continues from the latest
+  checkpoint; on CPU the result equals the uninterrupted run's exactly.
+* NaN guard: every segment also returns whether all parameters are still
+  finite; with the per-update losses this names the first bad update and
+  metric. The run then stops without checkpointing the bad state.
 """
 
-import functools
-import sys
+import signal
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -23,34 +31,44 @@ from typing import Any, NamedTuple
 import jax
 import numpy as np
 
-from ondevice_rl import checkpoint
-from ondevice_rl.metrics import EPISODE_METRICS, final_return
+from ondevice_rl.checkpoint import Checkpoints
+from ondevice_rl.metrics import final_return
 from ondevice_rl.train import artifacts
 from ondevice_rl.train.algorithm import hyperparams_from
-from ondevice_rl.train.interrupt import stop_at_boundary
-from ondevice_rl.train.programs import PROGRAMS, avals
+from ondevice_rl.train.interrupt import stop_at_boundary, wait_ready
+from ondevice_rl.train.memory import check_fits
 from ondevice_rl.train.progress import ProgressBar
 from ondevice_rl.train.registry import algorithm_of
+from ondevice_rl.train.run_spec import RunSpec, env_params_dict
+from ondevice_rl.train.segments import compile_programs
 
 DEFAULT_SEGMENTS = 20
+#: Default checkpoint spacing, in seconds of training (at segment boundaries).
+CHECKPOINT_SECONDS = 120.0
+KEEP_CHECKPOINTS = 3
 
 
 class RunResult(NamedTuple):
-    """What ``run_training`` returns.
+    """What ``run_training`` / ``resume_training`` return.
 
     Attributes:
         metrics: name -> ``[U]`` float32 host array, one value per completed
-            update (``U < config.num_updates`` if interrupted).
+            update (earlier ones included when resumed).
         final_return: ``ondevice_rl.metrics.final_return`` of the
             ``episode_return`` curve (NaN if no update completed).
-        compile_s: seconds spent compiling (0 for programs already compiled in
-            this process).
-        run_s: seconds spent running the segments.
+        compile_s: seconds spent compiling (0 for cached programs).
+        run_s: seconds spent running this call's segments.
         sps: env steps per second over ``run_s``.
-        env_steps: env steps done (``U * config.steps_per_update``).
+        env_steps: env steps done in all (``U * config.steps_per_update``).
         out_dir: where files were written, or None.
         state: the final train state (on device).
-        interrupted: whether the run was stopped early by Ctrl-C.
+        interrupted: stopped early by Ctrl-C or SIGTERM.
+        stop_signal: that signal's number, or None.
+        nonfinite: what the NaN guard found ("non-finite X at update N"), or
+            None.
+        resumed_from: the update the run continued from (0: a fresh run).
+        checkpoint: the update of the last checkpoint written, or None.
+        config: the run's config (the stored one when resumed).
     """
 
     metrics: dict[str, np.ndarray]
@@ -62,6 +80,11 @@ class RunResult(NamedTuple):
     out_dir: Path | None
     state: Any
     interrupted: bool = False
+    stop_signal: int | None = None
+    nonfinite: str | None = None
+    resumed_from: int = 0
+    checkpoint: int | None = None
+    config: Any = None
 
 
 def segment_plan(num_updates: int, num_segments: int = DEFAULT_SEGMENTS) -> list[int]:
@@ -70,48 +93,12 @@ def segment_plan(num_updates: int, num_segments: int = DEFAULT_SEGMENTS) -> list
     if num_updates < 1 or num_segments < 1:
         raise ValueError("num_updates and num_segments must be positive")
     length = -(-num_updates // min(num_segments, num_updates))  # ceil
+    return plan_of_length(num_updates, length)
+
+
+def plan_of_length(num_updates: int, length: int) -> list[int]:
     full, rest = divmod(num_updates, length)
     return [length] * full + ([rest] if rest else [])
-
-
-class _Programs(NamedTuple):
-    trainer: Any
-    init: Any  # compiled init(key, hp, env_params)
-    segments: dict[int, Any]  # length -> compiled run(state, hp, env_params)
-
-
-@functools.lru_cache(maxsize=8)
-def _trainer(config) -> Any:
-    return algorithm_of(config).make_trainer(config)
-
-
-def _compile(config, key, hp, env_params, lengths) -> tuple[_Programs, float]:
-    """Compiles (or takes from ``PROGRAMS``) ``init`` and one ``run`` per
-    segment length."""
-    signature = avals((key, hp, env_params))
-    trainer = _trainer(config)
-    start = time.perf_counter()
-
-    def build_init(options):
-        lowered = jax.jit(trainer.init).lower(key, hp, env_params)
-        return lowered.compile(compiler_options=options)
-
-    init = PROGRAMS.get(("init", config, signature), build_init)
-    state = jax.eval_shape(trainer.init, key, hp, env_params)
-    run = jax.jit(trainer.run, static_argnums=3, donate_argnums=0)
-
-    def build_run(length):
-        def build(options):
-            lowered = run.lower(state, hp, env_params, length)
-            return lowered.compile(compiler_options=options)
-
-        return build
-
-    segments = {
-        n: PROGRAMS.get(("run", config, signature, n), build_run(n))
-        for n in sorted(set(lengths))
-    }
-    return _Programs(trainer, init, segments), time.perf_counter() - start
 
 
 def _as_hyperparams(config, hyperparams) -> Any:
@@ -122,17 +109,10 @@ def _as_hyperparams(config, hyperparams) -> Any:
         unknown = set(hyperparams) - set(fields)
         if unknown:
             raise ValueError(
-                f"unknown hyperparameters {sorted(unknown)}; valid: "
-                f"{', '.join(fields)}"
+                f"unknown hyperparameters {sorted(unknown)}; valid: {', '.join(fields)}"
             )
         return config.replace(**hyperparams).hyperparams
     return hyperparams_from(config.HYPERPARAMS, hyperparams)
-
-
-def _usable(state) -> bool:
-    return state is not None and not any(
-        x.is_deleted() for x in jax.tree.leaves(state) if isinstance(x, jax.Array)
-    )
 
 
 def run_training(
@@ -145,98 +125,191 @@ def run_training(
     hyperparams: Any = None,
     env_params: Any = None,
     on_segment: Callable[[int, int, float], None] | None = None,
+    checkpoint_every: int | None = None,
+    force: bool = False,
 ) -> RunResult:
-    """Trains ``config`` (any registered algorithm's) from
-    ``jax.random.key(seed)``; same result as ``jax.jit(make_train(config))(key,
-    hp, env_params)`` but in segments.
+    """Trains ``config`` (any registered learner's) from
+    ``jax.random.key(seed)``: the same numbers as ``jax.jit(make_train(config))
+    (key, hp, env_params)``, in segments.
 
     Args:
-        hyperparams: the algorithm's ``Hyperparams`` or a mapping overriding
+        hyperparams: the learner's ``Hyperparams`` or a mapping overriding
             some of ``config``'s defaults.
+        env_params: the env's params (default: its defaults).
         on_segment: called after each segment with ``(updates_done,
             env_steps, latest_episode_return)``; raising KeyboardInterrupt
             there stops the run like Ctrl-C.
-        out_dir: if given, receives ``config.json``, ``metrics.jsonl``,
-            ``curve.png`` and ``checkpoint/`` (the final train state).
+        out_dir: receives ``config.json``, ``metrics.jsonl`` (appended per
+            segment), ``curve.png`` and ``checkpoint/``. A directory holding an
+            earlier run is refused unless ``force`` (replace it).
+        checkpoint_every: updates between checkpoints (default: time-based,
+            see the module docstring).
+
+    Raises:
+        ValueError: bad seed, hyperparameters or output directory, or a
+            state that would not fit in device memory (before compiling).
     """
     if not 0 <= seed < 2**32:
         raise ValueError(f"seed must be in [0, 2^32), got {seed}")
+    if checkpoint_every is not None and checkpoint_every < 1:
+        raise ValueError(f"checkpoint_every must be >= 1, got {checkpoint_every}")
     hp = _as_hyperparams(config, hyperparams)
     plan = segment_plan(config.num_updates, num_segments or DEFAULT_SEGMENTS)
+    spec = RunSpec(config, hp, seed, env_params_dict(env_params), plan[0])
+    check_fits(config)
     out = Path(out_dir) if out_dir is not None else None
-    info = {"segments": plan}
     if out is not None:
-        out.mkdir(parents=True, exist_ok=True)
-        artifacts.write_json(
-            out / artifacts.CONFIG_FILE,
-            artifacts.run_info(config, hp, seed, **info, status="running"),
-        )
-    key = jax.random.key(seed)
+        artifacts.prepare_run_dir(out, force=force)
+        (out / artifacts.METRICS_FILE).write_text("")
+    return _train(spec, out, 0, progress, on_segment, checkpoint_every)
+
+
+def resume_training(
+    out_dir: str | Path,
+    *,
+    total_timesteps: int | None = None,
+    progress: bool = True,
+    on_segment: Callable[[int, int, float], None] | None = None,
+    checkpoint_every: int | None = None,
+) -> RunResult:
+    """Continues the run in ``out_dir`` from its latest checkpoint with the
+    config, hyperparameters, seed and env params stored there;
+    ``total_timesteps`` may extend it (never shorten it)."""
+    out = Path(out_dir)
+    artifacts.prepare_run_dir(out, resume=True)
+    spec = RunSpec.load(out / artifacts.CONFIG_FILE)
+    if total_timesteps is not None:
+        spec = spec.extended(total_timesteps)
+    with Checkpoints(out / artifacts.CHECKPOINT_DIR) as checkpoints:
+        done = checkpoints.latest() or 0
+    artifacts.truncate_metrics(out / artifacts.METRICS_FILE, done)
+    return _train(spec, out, done, progress, on_segment, checkpoint_every)
+
+
+def _first_nonfinite(metrics: dict, params_ok: bool, done: int) -> str | None:
+    bad = {k: np.flatnonzero(~np.isfinite(v)) for k, v in metrics.items()}
+    bad = {k: int(v[0]) for k, v in bad.items() if len(v)}
+    if bad:
+        name = min(bad, key=lambda k: (bad[k], k))
+        return f"non-finite {name} at update {done + bad[name] + 1}"
+    if not params_ok:
+        count = len(next(iter(metrics.values())))
+        return f"non-finite parameters after update {done + count}"
+    return None
+
+
+def _train(spec, out, done, progress, on_segment, checkpoint_every) -> RunResult:
+    config, hp, seed = spec.config, spec.hyperparams, spec.seed
+    resumed_from = done
+    env_params = spec.env_params_tree()
+    total = config.num_updates
     per_update = config.steps_per_update
+    plan = plan_of_length(total - done, spec.segment_length) if total > done else []
+    key = jax.random.key(seed)
     label = f"{config.env} {algorithm_of(config).name}"
-    bar = ProgressBar(config.num_updates * per_update, label, enabled=progress)
-    chunks, state, interrupted = [], None, False
-    stop_message = "stopping after this segment (Ctrl-C again to abort)"
-    with bar, stop_at_boundary(lambda m: bar.log(m, True), stop_message) as stop:
-        bar.log(f"compiling {len(set(plan))} segment program(s)...")
-        programs, compile_s = _compile(config, key, hp, env_params, plan)
+    bar = ProgressBar(total * per_update, label, enabled=progress)
+    checkpoints = (
+        Checkpoints(out / artifacts.CHECKPOINT_DIR, KEEP_CHECKPOINTS) if out else None
+    )
+    earlier = (
+        artifacts.rows_to_metrics(artifacts.read_metrics(out / artifacts.METRICS_FILE))
+        if out is not None and done
+        else {}
+    )
+    info = spec.to_json()
+
+    def write_info(**status):
+        if out is not None:
+            artifacts.write_json(out / artifacts.CONFIG_FILE, dict(info, **status))
+
+    write_info(status="running", updates=done)
+    chunks, state, stopped, nonfinite, saved = [], None, None, None, None
+    message = "stopping after this segment (again to stop now)"
+    with bar, stop_at_boundary(lambda m: bar.log(m, True), message) as stop:
+        bar.log(f"compiling {len(set(plan)) or 0} segment program(s)...")
+        programs, compile_s = compile_programs(config, key, hp, env_params, plan or [1])
         bar.log(f"compiled in {compile_s:.1f} s")
-        start = time.perf_counter()
+        start = last_save = time.perf_counter()
+        state = programs.init(key, hp, env_params)
+        if done:
+            state = checkpoints.restore(done, state)
+            bar.log(f"resumed from update {done}")
+        bar.update(done * per_update, float("nan"), 0.0)
         try:
-            state = programs.init(key, hp, env_params)
-            done = 0
             for length in plan:
                 if stop():
-                    raise KeyboardInterrupt
-                state, seg = programs.segments[length](state, hp, env_params)
+                    break
+                state, seg, params_ok = programs.segments[length](state, hp, env_params)
+                seg, params_ok = jax.device_get(wait_ready((seg, params_ok)))
+                nonfinite = _first_nonfinite(seg, bool(params_ok), done)
                 chunks.append(seg)
-                latest = float(seg["episode_return"][-1])  # waits for the segment
+                if out is not None:
+                    artifacts.append_metrics(
+                        out / artifacts.METRICS_FILE, seg, per_update, done
+                    )
                 done += length
-                steps = done * per_update
-                bar.update(steps, latest, time.perf_counter() - start)
+                if nonfinite:
+                    bar.log(f"stopping: {nonfinite}", True)
+                    break
+                latest = float(seg["episode_return"][-1])
+                bar.update(done * per_update, latest, time.perf_counter() - start)
+                due = (
+                    done // checkpoint_every > (done - length) // checkpoint_every
+                    if checkpoint_every
+                    else time.perf_counter() - last_save >= CHECKPOINT_SECONDS
+                )
+                if checkpoints is not None and (due or done == total or stop()):
+                    checkpoints.save(done, state)
+                    saved, last_save = done, time.perf_counter()
                 if on_segment is not None:
-                    on_segment(done, steps, latest)
+                    on_segment(done, done * per_update, latest)
         except KeyboardInterrupt:
-            interrupted = True
-        chunks = jax.device_get(chunks)  # waits for a segment still running
+            stop.signal = stop.signal or signal.SIGINT
+        stopped = stop.signal
+        if checkpoints is not None and chunks and not nonfinite and saved != done:
+            checkpoints.save(done, state)  # stopped from on_segment
+            saved = done
         run_s = time.perf_counter() - start
+    if checkpoints is not None:
+        checkpoints.__exit__()
+    names = chunks[0] if chunks else earlier
     metrics = {
-        k: np.concatenate([np.zeros(0, np.float32)] + [c[k] for c in chunks])
-        for k in (chunks[0] if chunks else EPISODE_METRICS)
+        k: np.concatenate(
+            [earlier.get(k, np.zeros(0, np.float32))] + [c[k] for c in chunks]
+        )
+        for k in names
     }
-    env_steps = len(metrics["episode_return"]) * per_update
+    this_run = sum(len(c["episode_return"]) for c in chunks) * per_update
+    returns = metrics.get("episode_return", np.zeros(0, np.float32))
     result = RunResult(
         metrics=metrics,
-        final_return=final_return(metrics["episode_return"]),
+        final_return=final_return(returns),
         compile_s=compile_s,
         run_s=run_s,
-        sps=env_steps / run_s if run_s > 0 else 0.0,
-        env_steps=env_steps,
+        sps=this_run / run_s if run_s > 0 else 0.0,
+        env_steps=len(returns) * per_update,
         out_dir=out,
-        state=state if _usable(state) else None,
-        interrupted=interrupted,
+        state=state,
+        interrupted=stopped is not None,
+        stop_signal=stopped,
+        nonfinite=nonfinite,
+        resumed_from=resumed_from,
+        checkpoint=saved,
+        config=config,
     )
     if out is not None:
-        _write(out, config, hp, seed, info, result)
+        title = f"{config.env} {algorithm_of(config).name.upper()}, seed {seed}"
+        artifacts.plot_curve(out / artifacts.CURVE_FILE, metrics, per_update, title)
+        status = "failed" if nonfinite else "interrupted" if stopped else "finished"
+        write_info(
+            status=status,
+            updates=len(returns),
+            env_steps=result.env_steps,
+            compile_s=compile_s,
+            run_s=run_s,
+            sps=result.sps,
+            final_return=result.final_return,
+            checkpoint=saved,
+            nonfinite=nonfinite,
+        )
     return result
-
-
-def _write(out: Path, config, hp, seed: int, info: dict, result: RunResult) -> None:
-    summary = {
-        "status": "interrupted" if result.interrupted else "finished",
-        "updates": len(result.metrics["episode_return"]),
-        **{k: getattr(result, k) for k in ("env_steps", "compile_s", "run_s", "sps")},
-        "final_return": artifacts.finite_or_none(result.final_return),
-    }
-    per_update = config.steps_per_update
-    artifacts.write_metrics(out / artifacts.METRICS_FILE, result.metrics, per_update)
-    title = f"{config.env} {algorithm_of(config).name.upper()}, seed {seed}"
-    artifacts.plot_curve(out / artifacts.CURVE_FILE, result.metrics, per_update, title)
-    if result.state is not None:
-        checkpoint.save(out / artifacts.CHECKPOINT_DIR, result.state)
-    else:
-        print("no usable train state: checkpoint not written", file=sys.stderr)
-    artifacts.write_json(
-        out / artifacts.CONFIG_FILE,
-        artifacts.run_info(config, hp, seed, **info, **summary),
-    )

@@ -11,5 +11,3 @@
 
 Outputs: tables on stdout, ``bench.json`` and ``bench.png`` in ``--out``.
 """
-
-

@@ -114,7 +114,9 @@ def run_host_loop(config, seed: int = 0, counter=None) -> dict:
     t0 = time.perf_counter()  # compile both programs (one warm-up call each)
     host_zeros = HostBatch.zeros(T, obs.shape)
     _, warm_step, _ = act(params, obs.astype(np.float32), key)
-    jax.block_until_ready(learn(params, opt_state, [warm_step] * T, host_zeros, key, hp))
+    jax.block_until_ready(
+        learn(params, opt_state, [warm_step] * T, host_zeros, key, hp)
+    )
     compile_s = time.perf_counter() - t0
 
     episode_return = np.zeros(B)

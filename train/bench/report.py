@@ -40,7 +40,7 @@ def env_table(env: dict) -> Table:
 
 
 def train_table(train: dict) -> Table:
-    algo = results.get("algo", "ppo").upper()
+    algo = train.get("algo", "ppo").upper()
     table = Table(title=f"bench train: {algo} CartPole-v1 (SPS = env steps/s)")
     has_ref = any("reference" in r for r in train["results"])
     columns = ["seeds", "devices", "steps/seed", "SPS", "compile s", "run s", "return"]
@@ -72,9 +72,7 @@ def train_table(train: dict) -> Table:
 
 
 def host_table(host: dict) -> Table:
-    table = Table(
-        title="bench host: the same learner, host loop vs fused (1 seed)"
-    )
+    table = Table(title="bench host: the same learner, host loop vs fused (1 seed)")
     for c in (
         "loop",
         "env steps",
@@ -119,8 +117,7 @@ def print_tables(results: dict, console: Console | None = None) -> None:
         b = results["env"]["compare_batch"]
         if b in ratios:
             console.print(
-                f"AutoReset(CartPole) vs gymnax CartPole at {b} envs: "
-                f"{ratios[b]:.2f}×"
+                f"AutoReset(CartPole) vs gymnax CartPole at {b} envs: {ratios[b]:.2f}×"
             )
     if "train" in results:
         console.print(train_table(results["train"]))

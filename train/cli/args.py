@@ -12,8 +12,12 @@
 import argparse
 import dataclasses
 
-from ondevice_rl.distributed import AUTO, ENV_COORDINATOR, ENV_NUM_PROCESSES
-from ondevice_rl.distributed import ENV_PROCESS_ID
+from ondevice_rl.distributed import (
+    AUTO,
+    ENV_COORDINATOR,
+    ENV_NUM_PROCESSES,
+    ENV_PROCESS_ID,
+)
 
 
 def parse_int(text: str) -> int:
@@ -72,9 +76,19 @@ def chosen_algorithm(argv: list[str]) -> str:
     peek = argparse.ArgumentParser(add_help=False)
     peek.add_argument("--algo")
     peek.add_argument("--recipe")
+    peek.add_argument("--resume")
     known, _ = peek.parse_known_args(argv)
     if known.algo is not None:
         return known.algo
+    if known.resume is not None:
+        import json
+        from pathlib import Path
+
+        try:
+            info = json.loads((Path(known.resume) / "config.json").read_text())
+            return str(info.get("algo", DEFAULT))
+        except (OSError, ValueError):
+            return DEFAULT
     if known.recipe is not None:
         from ondevice_rl.train.recipe import recipe_algorithm
 
@@ -102,8 +116,7 @@ def add_config_flags(parser: argparse.ArgumentParser, algorithm) -> None:
     the config's default)."""
     name = algorithm.config.__name__
     group = parser.add_argument_group(
-        f"{algorithm.name} configuration (override the recipe; defaults are "
-        f"{name}'s)"
+        f"{algorithm.name} configuration (override the recipe; defaults are {name}'s)"
     )
     for field in dataclasses.fields(algorithm.config):
         default = field.default

@@ -8,13 +8,14 @@ Examples::
     ondevice-rl sweep --num-envs 4,8 --env-param length=0.25,0.5,1.0
 
 ``--algo NAME`` picks the learner (default ppo); its traced hyperparameters
-and static fields become the flags. Every hyperparameter has a flag taking a comma list (grid) or
-``uniform:LOW:HIGH`` / ``loguniform:LOW:HIGH`` (random, with ``--samples``);
-static fields (``--num-envs``, ``--num-steps``, ``--hidden 64x64,256x256``,
-...) take comma lists and compile one program per combination. Writes
-``sweep.csv``, ``ranking.csv``, ``curves.npz``, ``curves.png`` and
-``summary.json`` into ``--out`` and prints the ranking. Bad specs exit 2 with
-a one-line error; Ctrl-C writes the members finished so far and exits 130.
+and static fields become the flags. A hyperparameter flag takes a comma list
+(grid) or ``uniform:LOW:HIGH`` / ``loguniform:LOW:HIGH`` (random, with
+``--samples``); static fields (``--num-envs``, ``--num-steps``, ``--hidden
+64x64,256x256``, ...) take comma lists and compile one program per
+combination. Writes ``sweep.csv``, ``ranking.csv``, ``curves.npz``,
+``curves.png`` and ``summary.json`` into ``--out`` and prints the ranking.
+Bad specs exit 2 with a one-line error; Ctrl-C writes the members finished
+so far and exits 130.
 """
 
 import argparse
@@ -169,7 +170,9 @@ def add_subcommands(subparsers, algo: str = DEFAULT) -> None:
     parser.add_argument("--out", default="runs/sweep", help="output directory")
     parser.add_argument("--chunk-size", type=int_arg, help="members per compiled call")
     parser.add_argument("--memory-budget", help="bytes per device, e.g. 2G")
-    parser.add_argument("--top", type=int_arg, default=10, help="settings to print/plot")
+    parser.add_argument(
+        "--top", type=int_arg, default=10, help="settings to print/plot"
+    )
     parser.add_argument("--no-progress", action="store_true")
     add_cpu_devices_argument(parser)
     add_distributed_arguments(parser)

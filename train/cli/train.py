@@ -62,11 +62,34 @@ def add_subcommands(subparsers, algo: str = DEFAULT) -> None:
     )
     add_algo_argument(train, algo)
     train.add_argument("--recipe", help="shipped recipe name or TOML file")
-    train.add_argument("--seed", type=int_arg, default=0, help="PRNG seed (default 0)")
+    train.add_argument(
+        "--seed", type=int_arg, help="PRNG seed in [0, 2^32) (default 0)"
+    )
     train.add_argument(
         "--out",
         type=Path,
-        help="directory for config.json, metrics.jsonl, curve.png and checkpoint/",
+        help="directory for config.json, metrics.jsonl, curve.png and checkpoint/ "
+        "(refused if it holds an earlier run, unless --resume or --force)",
+    )
+    train.add_argument(
+        "--resume",
+        type=Path,
+        metavar="RUN_DIR",
+        help="continue the run in RUN_DIR from its latest checkpoint, with its "
+        "stored config (--total-timesteps may extend it)",
+    )
+    train.add_argument(
+        "--force", action="store_true", help="replace an earlier run in --out"
+    )
+    train.add_argument(
+        "--checkpoint-every",
+        type=int_arg,
+        metavar="N",
+        help="updates between checkpoints (default: at segment ends, at most "
+        "every 2 minutes of training; always at the end and when stopped)",
+    )
+    train.add_argument(
+        "--debug", action="store_true", help="show tracebacks instead of one line"
     )
     train.add_argument(
         "--segments",
@@ -123,29 +146,94 @@ def _build_config(args):
     return config
 
 
-def _train(args) -> int:
-    try:
-        config = _build_config(args)
-        if args.segments is not None and args.segments <= 0:
-            raise ValueError(f"--segments must be positive, got {args.segments}")
-        if not 0 <= args.seed < 2**32:
-            raise ValueError(f"--seed must be in [0, 2^32), got {args.seed}")
-    except (ValueError, KeyError, FileNotFoundError) as e:
-        return _error("train", e)
-    from ondevice_rl.train.runner import run_training
+def _resume_flags(args) -> dict:
+    """The flags given beside ``--resume``: only ``--total-timesteps`` may
+    differ from the stored run (ValueError otherwise)."""
+    from ondevice_rl.train.run_spec import RunSpec
 
-    cache = enable_compilation_cache()
-    result = run_training(
-        config,
-        seed=args.seed,
-        out_dir=args.out,
-        num_segments=args.segments,
-        progress=not args.no_progress,
+    spec = RunSpec.load(args.resume / "config.json")
+    if args.out is not None or args.recipe is not None or args.force:
+        raise ValueError("--resume takes no --out, --recipe or --force")
+    if args.seed is not None and args.seed != spec.seed:
+        raise ValueError(f"--seed {args.seed} differs from the run's ({spec.seed})")
+    if args.segments is not None:
+        raise ValueError("--segments cannot change on --resume")
+    stored = spec.config.to_dict()
+    for field in dataclasses.fields(spec.config):
+        value = getattr(args, field.name, None)
+        if value is None or field.name == "total_timesteps":
+            continue
+        if (list(value) if isinstance(value, tuple) else value) != stored[field.name]:
+            flag = "--" + field.name.replace("_", "-")
+            raise ValueError(
+                f"{flag} {value} would change the program of the run in "
+                f"{args.resume} (stored {stored[field.name]}); only "
+                "--total-timesteps may change on --resume"
+            )
+    return {"total_timesteps": args.total_timesteps}
+
+
+def _check_train_args(args) -> None:
+    if args.segments is not None and args.segments <= 0:
+        raise ValueError(f"--segments must be positive, got {args.segments}")
+    if args.seed is not None and not 0 <= args.seed < 2**32:
+        raise ValueError(f"--seed must be in [0, 2^32), got {args.seed}")
+    if args.checkpoint_every is not None and args.checkpoint_every <= 0:
+        raise ValueError(
+            f"--checkpoint-every must be positive, got {args.checkpoint_every}"
+        )
+
+
+def _train(args) -> int:
+    from ondevice_rl.train.artifacts import RunDirError
+    from ondevice_rl.train.runner import resume_training, run_training
+
+    try:
+        _check_train_args(args)
+        if args.resume is not None:
+            kwargs = _resume_flags(args)
+            run = lambda: resume_training(  # noqa: E731
+                args.resume,
+                progress=not args.no_progress,
+                checkpoint_every=args.checkpoint_every,
+                **kwargs,
+            )
+        else:
+            config = _build_config(args)
+            run = lambda: run_training(  # noqa: E731
+                config,
+                seed=args.seed or 0,
+                out_dir=args.out,
+                num_segments=args.segments,
+                progress=not args.no_progress,
+                checkpoint_every=args.checkpoint_every,
+                force=args.force,
+            )
+        cache = enable_compilation_cache()
+        result = run()
+    except (ValueError, KeyError, FileNotFoundError, RunDirError) as e:
+        if args.debug:
+            raise
+        return _error("train", e)
+    return _report(args, result, cache)
+
+
+def _report(args, result, cache) -> int:
+    from ondevice_rl.train.interrupt import EXIT_STATUS
+    from ondevice_rl.train.registry import algorithm_of
+
+    config = result.config
+    updates = len(result.metrics.get("episode_return", []))
+    status = (
+        "stopped (non-finite values)"
+        if result.nonfinite
+        else "interrupted"
+        if result.interrupted
+        else "done"
     )
-    updates = len(result.metrics["episode_return"])
-    status = "interrupted" if result.interrupted else "done"
     print(
-        f"{config.env} ({args.algo}): {status} after {updates}/{config.num_updates} updates, "
+        f"{config.env} ({algorithm_of(config).name}): {status} after "
+        f"{updates}/{config.num_updates} updates, "
         f"{result.env_steps:,} env steps"
     )
     print(
@@ -162,7 +250,24 @@ def _train(args) -> int:
             f"  files         {result.out_dir}/ (config.json, metrics.jsonl, "
             "curve.png, checkpoint/)"
         )
-    return 130 if result.interrupted else 0
+    where = result.out_dir
+    if result.nonfinite:
+        kept = (
+            f"last good checkpoint: update {result.checkpoint}"
+            if result.checkpoint
+            else "no checkpoint kept"
+        )
+        print(f"ondevice-rl train: {result.nonfinite}; {kept}", file=sys.stderr)
+        return 3
+    if result.interrupted:
+        if where is not None:
+            print(
+                f"stopped at update {updates}/{config.num_updates}; resume with: "
+                f"ondevice-rl train --resume {where}",
+                file=sys.stderr,
+            )
+        return EXIT_STATUS.get(result.stop_signal, 130)
+    return 0
 
 
 def _space(space) -> str:
@@ -229,7 +334,6 @@ def _recipes(args) -> int:
     from rich.table import Table
 
     from ondevice_rl.train.recipe import describe, list_recipes, load_recipe
-
     from ondevice_rl.train.registry import algorithm_of
 
     table = Table(title="recipes (ondevice-rl train --recipe NAME)")

@@ -15,7 +15,8 @@ from ondevice_rl.train.ppo.loss import LossStats, Minibatch, ppo_loss
 
 ALGORITHM = Algorithm(
     name="ppo",
-    summary="proximal policy optimisation (clipped surrogate, GAE, epochs x minibatches)",
+    summary="proximal policy optimisation: clipped surrogate, GAE, "
+    "epochs x minibatches",
     config=PPOConfig,
     make_trainer=make_trainer,
     make_train=make_train,

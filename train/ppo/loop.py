@@ -20,10 +20,10 @@ from ondevice_rl.returns import gae
 from ondevice_rl.rollout import RolloutState, Transition, batch_reset, rollout
 from ondevice_rl.sharding import all_mean
 from ondevice_rl.train.algorithm import TrainOutput
+from ondevice_rl.train.env_setup import make_env
+from ondevice_rl.train.minibatches import shuffled_minibatches
 from ondevice_rl.train.ppo.config import Hyperparams, PPOConfig
 from ondevice_rl.train.ppo.loss import LossStats, Minibatch, ppo_loss
-from ondevice_rl.train.minibatches import shuffled_minibatches
-from ondevice_rl.train.env_setup import make_env
 
 
 class ActorExtras(NamedTuple):
@@ -130,8 +130,9 @@ def make_trainer(
     def learn(params, opt_state, traj: Transition, key, hp: Hyperparams):
         """GAE, then epochs × minibatches of optimiser steps on ``[T, B]`` data.
 
-        Uses every field of ``traj`` (``extras`` are ``ActorExtras``). Returns ``(params, opt_state, LossStats)``
-        with the stats averaged over all minibatch steps.
+        Uses every field of ``traj`` (``extras`` are ``ActorExtras``).
+        Returns ``(params, opt_state, LossStats)`` with the stats averaged
+        over all minibatch steps.
 
         The optimiser steps on the parameters raveled into one vector (the
         network unravels it, which costs a few slices): clipping and Adam

@@ -20,12 +20,13 @@ Example::
     result.programs_compiled   # 2 (one per num_envs value)
 """
 
-from ondevice_rl.train.sweep.memory import (
+from ondevice_rl.train.memory import (
     ChunkPlan,
     estimate_member_bytes,
     memory_budget,
     plan_chunks,
 )
+from ondevice_rl.train.programs import ProgramCache
 from ondevice_rl.train.sweep.program import (
     DEFAULT_CACHE,
     PopulationInputs,
@@ -37,7 +38,6 @@ from ondevice_rl.train.sweep.program import (
     stack_inputs,
     trace_count,
 )
-from ondevice_rl.train.programs import ProgramCache
 from ondevice_rl.train.sweep.results import (
     SCORE_FIELDS,
     GroupInfo,

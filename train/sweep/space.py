@@ -11,16 +11,17 @@ Fields are the base config's fields (any registered algorithm's config): its
 traced hyperparameters (any number of values share one compiled program) or
 static ones (``num_envs``, ``num_steps``, ``hidden``, ``total_timesteps``,
 ...; each distinct static config compiles its own program). Values are
-checked against the algorithm's declared ranges before anything compiles. Env physics fields (leaves of the env's
-params NamedTuple, e.g. CartPole ``length``) come in a separate mapping and
-are traced too. Every setting is run once per seed.
+checked against the algorithm's declared ranges before anything compiles.
+Env physics fields (leaves of the env's params NamedTuple, e.g. CartPole
+``length``) come in a separate mapping and are traced too. Every setting is
+run once per seed.
 """
 
 import difflib
 import itertools
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 import numpy as np

@@ -132,3 +132,20 @@ def max_chunk_for(config: Any, mesh: Mesh, budget: int | None) -> tuple[int, int
     budget = memory_budget(mesh) if budget is None else budget
     per_member = max(1, estimate_member_bytes(config))
     return max(1, budget // per_member) * mesh_size(mesh), per_member
+
+
+def check_fits(config: Any, fraction: float = 0.9) -> int:
+    """ValueError (one line) if one run of ``config`` would not fit in
+    ``fraction`` of one device's free memory; returns the estimate."""
+    device = jax.devices()[0]
+    mesh = Mesh(np.asarray([device], dtype=object), ("pop",))
+    budget = memory_budget(mesh, fraction)
+    need = estimate_member_bytes(config)
+    if need > budget:
+        raise ValueError(
+            f"this run needs about {need / 2**30:.1f} GiB of device memory "
+            f"(train state, one update's data and activations) but "
+            f"{budget / 2**30:.1f} GiB are free; use fewer envs, steps or "
+            "smaller networks"
+        )
+    return need

@@ -1,0 +1,196 @@
+"""Nothing lost: checkpoints, resume, SIGINT/SIGTERM/kill -9 on real
+subprocesses, a second signal, the NaN guard, the output directory rules."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import jax
+import numpy as np
+import pytest
+
+from ondevice_rl.checkpoint import Checkpoints
+from ondevice_rl.train import get_algorithm
+from ondevice_rl.train.artifacts import RunDirError, read_metrics
+from ondevice_rl.train.runner import resume_training, run_training
+from ondevice_rl.train.segments import trainer_for
+
+# 96 updates of 4 envs x 128 steps, 24 segments of 4; a checkpoint after each.
+ARGS = [
+    "--env", "CartPole-v1", "--total-timesteps", "49152", "--segments", "24",
+    "--checkpoint-every", "4", "--hidden", "16,16", "--no-progress", "--seed", "5",
+]  # fmt: skip
+CLI = "import sys; from ondevice_rl.train.cli import main; sys.exit(main())"
+
+
+def _env(cache_dir):
+    env = dict(os.environ)
+    env["ONDEVICE_RL_CACHE_DIR"] = str(cache_dir)  # compile once for all runs
+    return env
+
+
+def _cli(args, cache_dir, **kwargs):
+    return subprocess.Popen(
+        [sys.executable, "-c", CLI, "train", *args],
+        env=_env(cache_dir),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        **kwargs,
+    )
+
+
+def _wait_for_rows(path, rows, proc, timeout=240):
+    start = time.time()
+    while time.time() - start < timeout and proc.poll() is None:
+        if path.exists() and len(read_metrics(path)) >= rows:
+            return
+        time.sleep(0.05)
+
+
+def _final_params(run_dir):
+    info = json.loads((run_dir / "config.json").read_text())
+    algorithm = get_algorithm(info["algo"])
+    config = algorithm.config(
+        **{**info["config"], "hidden": tuple(info["config"]["hidden"])}
+    )
+    trainer = trainer_for(config)
+    like = jax.jit(trainer.init)(jax.random.key(0), config.hyperparams)
+    with Checkpoints(run_dir / "checkpoint") as checkpoints:
+        step = checkpoints.latest()
+        return step, checkpoints.restore(step, like).params
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory):
+    """The uninterrupted run, through the same CLI."""
+    base = tmp_path_factory.mktemp("resume")
+    out = base / "reference"
+    proc = _cli([*ARGS, "--out", str(out)], base / "cache")
+    assert proc.wait(timeout=600) == 0, proc.stderr.read()
+    return base, read_metrics(out / "metrics.jsonl"), _final_params(out)
+
+
+def _assert_same_run(run_dir, reference):
+    _, rows, (step, params) = reference
+    assert read_metrics(run_dir / "metrics.jsonl") == rows  # exact floats
+    got_step, got = _final_params(run_dir)
+    assert got_step == step == 96
+    for x, y in zip(jax.tree.leaves(got), jax.tree.leaves(params), strict=True):
+        np.testing.assert_array_equal(x, y)
+
+
+@pytest.mark.parametrize(
+    "sig, status", [(signal.SIGTERM, 143), (signal.SIGINT, 130), (signal.SIGKILL, -9)]
+)
+def test_stopped_anywhere_then_resumed_equals_uninterrupted(sig, status, reference):
+    base = reference[0]
+    out = base / f"stopped-{sig.name}"
+    proc = _cli([*ARGS, "--out", str(out)], base / "cache")
+    _wait_for_rows(out / "metrics.jsonl", 8, proc)
+    proc.send_signal(sig)
+    code = proc.wait(timeout=120)
+    assert code in (status, 0), proc.stderr.read()  # 0: it had just finished
+    if code == status and sig != signal.SIGKILL:
+        err = proc.stderr.read()
+        assert f"resume with: ondevice-rl train --resume {out}" in err
+        assert json.loads((out / "config.json").read_text())["status"] == "interrupted"
+    rows = read_metrics(out / "metrics.jsonl")
+    assert [r["update"] for r in rows] == list(range(1, len(rows) + 1))
+    resumed = _cli(["--resume", str(out), "--no-progress"], base / "cache")
+    assert resumed.wait(timeout=600) == 0, resumed.stderr.read()
+    _assert_same_run(out, reference)
+
+
+def test_a_second_signal_stops_at_once_and_keeps_the_last_checkpoint(reference):
+    base = reference[0]
+    out = base / "twice"
+    proc = _cli([*ARGS, "--out", str(out)], base / "cache")
+    _wait_for_rows(out / "metrics.jsonl", 4, proc)
+    proc.send_signal(signal.SIGTERM)
+    proc.send_signal(signal.SIGTERM)
+    sent = time.time()
+    code = proc.wait(timeout=60)
+    assert code in (143, 0)
+    assert time.time() - sent < 5.0
+    resumed = _cli(["--resume", str(out), "--no-progress"], base / "cache")
+    assert resumed.wait(timeout=600) == 0, resumed.stderr.read()
+    _assert_same_run(out, reference)
+
+
+def test_resume_refuses_program_changes_and_allows_extending(reference, capsys):
+    from ondevice_rl.train.cli import main
+
+    run_dir = reference[0] / "reference"
+    argv = ["train", "--resume", str(run_dir), "--no-progress"]
+    assert main([*argv, "--num-envs", "8"]) == 2
+    err = capsys.readouterr().err
+    assert "--num-envs 8 would change the program" in err and err.count("\n") == 1
+    assert main([*argv, "--total-timesteps", "1024"]) == 2
+    assert "only extending" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("name", ["ppo", "a2c"])
+def test_every_learner_resumes_to_the_same_numbers(name, tmp_path):
+    algorithm = get_algorithm(name)
+    per_update = algorithm.config().steps_per_update
+    config = algorithm.config(total_timesteps=12 * per_update, hidden=(8,))
+    whole = run_training(config, seed=3, num_segments=4, progress=False)
+
+    def stop_after_first(done, steps, latest):
+        raise KeyboardInterrupt
+
+    out = tmp_path / "run"
+    first = run_training(
+        config, seed=3, out_dir=out, num_segments=4, progress=False,
+        on_segment=stop_after_first,
+    )  # fmt: skip
+    assert first.interrupted and first.checkpoint == 3
+    rest = resume_training(out, progress=False)
+    assert rest.resumed_from == 3 and not rest.interrupted
+    for key in whole.metrics:
+        np.testing.assert_array_equal(rest.metrics[key], whole.metrics[key])
+    a, b = jax.tree.leaves(rest.state), jax.tree.leaves(whole.state)
+    for x, y in zip(a, b, strict=True):
+        if jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key):
+            x, y = jax.random.key_data(x), jax.random.key_data(y)
+        np.testing.assert_array_equal(x, y)
+
+
+def test_nan_guard_names_the_first_bad_update_and_keeps_the_good_checkpoint(tmp_path):
+    config = get_algorithm("ppo").config(total_timesteps=8 * 512, hidden=(8,))
+    out = tmp_path / "nan"
+    result = run_training(
+        config, out_dir=out, num_segments=4, progress=False, checkpoint_every=2,
+        hyperparams={"learning_rate": 1e30},
+    )  # fmt: skip
+    assert result.nonfinite is not None and "non-finite" in result.nonfinite
+    bad_update = int(result.nonfinite.rsplit(" ", 1)[1])
+    assert 1 <= bad_update <= 8
+    info = json.loads((out / "config.json").read_text())  # strict JSON
+    assert info["status"] == "failed" and info["nonfinite"] == result.nonfinite
+    with Checkpoints(out / "checkpoint") as checkpoints:
+        assert all(step < bad_update for step in checkpoints.steps())
+    for line in (out / "metrics.jsonl").read_text().splitlines():
+        json.loads(line, parse_constant=lambda c: pytest.fail(f"bare {c}"))
+
+
+def test_output_directory_rules(tmp_path):
+    config = get_algorithm("ppo").config(total_timesteps=512, hidden=(8,))
+    out = tmp_path / "run"
+    run_training(config, out_dir=out, progress=False)
+    with pytest.raises(RunDirError, match="holds an earlier run"):
+        run_training(config, out_dir=out, progress=False)
+    again = run_training(config, out_dir=out, progress=False, force=True)
+    assert len(read_metrics(out / "metrics.jsonl")) == again.config.num_updates
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(RunDirError, match="is a file"):
+        run_training(config, out_dir=tmp_path / "file", progress=False)
+    locked = tmp_path / "locked"
+    locked.mkdir(mode=0o500)
+    if os.geteuid() != 0:  # root may write anywhere
+        with pytest.raises(RunDirError, match="cannot write"):
+            run_training(config, out_dir=locked / "run", progress=False)

@@ -1,0 +1,95 @@
+"""What identifies a training run, as stored in its ``config.json``.
+
+``RunSpec`` holds the learner's config, its traced hyperparameters, the seed,
+env param overrides and the segment length: enough to rebuild the exact
+program and continue the run from a checkpoint (``resume_training``).
+"""
+
+import json
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import jax
+import numpy as np
+
+from ondevice_rl import envs
+from ondevice_rl.train.registry import algorithm_of, get_algorithm
+
+
+def env_params_dict(env_params: Any) -> dict | None:
+    """An env params NamedTuple (or mapping) as ``{field: number}``; None
+    stays None (the env's defaults)."""
+    if env_params is None:
+        return None
+    items = (
+        env_params.items()
+        if isinstance(env_params, dict)
+        else env_params._asdict().items()
+    )
+    return {k: np.asarray(v).tolist() for k, v in items}
+
+
+class RunSpec(NamedTuple):
+    config: Any
+    hyperparams: Any
+    seed: int
+    env_params: dict | None  # overrides of the env's default params
+    segment_length: int
+
+    def env_params_tree(self) -> Any:
+        """The env params the program gets (None: the env's defaults)."""
+        if self.env_params is None:
+            return None
+        _, defaults = envs.make(self.config.env)
+        params = defaults._replace(**self.env_params)
+        return jax.tree.map(
+            lambda value, default: np.asarray(value, np.asarray(default).dtype),
+            params,
+            defaults,
+        )
+
+    def to_json(self) -> dict:
+        return {
+            "algo": algorithm_of(self.config).name,
+            "config": self.config.to_dict(),
+            "hyperparams": {k: float(v) for k, v in self.hyperparams._asdict().items()},
+            "seed": self.seed,
+            "env_params": self.env_params,
+            "segment_length": self.segment_length,
+            "jax": {
+                "version": jax.__version__,
+                "backend": jax.default_backend(),
+                "devices": [str(d) for d in jax.devices()],
+            },
+        }
+
+    @classmethod
+    def load(cls, path: Path) -> "RunSpec":
+        """Reads a run's ``config.json`` (ValueError, one line, if unusable)."""
+        from ondevice_rl.train.recipe import config_from_dict
+
+        try:
+            info = json.loads(Path(path).read_text())
+            algorithm = get_algorithm(info.get("algo", "ppo"))
+            config = config_from_dict(info["config"], algorithm, where=str(path))
+            hp = config.replace(**info["hyperparams"]).hyperparams
+            return cls(
+                config,
+                hp,
+                int(info["seed"]),
+                info.get("env_params"),
+                int(info["segment_length"]),
+            )
+        except (OSError, json.JSONDecodeError, KeyError, TypeError) as e:
+            raise ValueError(f"{path}: not a resumable run ({e!r})") from None
+
+    def extended(self, total_timesteps: int) -> "RunSpec":
+        """The same run with a larger ``total_timesteps``."""
+        if total_timesteps < self.config.total_timesteps:
+            raise ValueError(
+                f"--total-timesteps {total_timesteps} would shorten the run "
+                f"({self.config.total_timesteps}); only extending is allowed"
+            )
+        return self._replace(
+            config=self.config.replace(total_timesteps=int(total_timesteps))
+        )
