@@ -189,7 +189,7 @@ def test_cartpole_eight_seeds_reach_475():
 
 @pytest.mark.parametrize("n", [1, 7, 512, 1000])
 def test_fast_permutation_is_a_permutation_and_varies(n):
-    from ondevice_rl.train.ppo.minibatches import fast_permutation
+    from ondevice_rl.train.minibatches import fast_permutation
 
     perms = jax.vmap(lambda k: fast_permutation(k, n))(
         jax.random.split(jax.random.PRNGKey(0), 200)

@@ -9,16 +9,29 @@ from ondevice_rl.train.recipe import (
     describe,
     list_recipes,
     load_recipe,
+    recipe_algorithm,
 )
+from ondevice_rl.train.registry import algorithm_of
 
-GOALS = {"cartpole_ppo": 475.0, "acrobot_ppo": -100.0, "pendulum_ppo": -250.0}
+#: Mean final return each recipe must reach (seed 0; slow test).
+GOALS = {
+    "cartpole_ppo": 475.0,
+    "acrobot_ppo": -100.0,
+    "pendulum_ppo": -250.0,
+    "cartpole_a2c": 475.0,
+    "acrobot_a2c": -100.0,
+    "cartpole_dqn": 475.0,
+    "acrobot_dqn": -100.0,
+    "cartpole_pqn": 475.0,
+}
 
 
 def test_shipped_recipes_load():
     assert set(GOALS) <= set(list_recipes())
     for name in list_recipes():
         config = load_recipe(name)
-        assert isinstance(config, PPOConfig)
+        algo = recipe_algorithm(name)
+        assert algorithm_of(config).name == algo == name.rsplit("_", 1)[1]
         assert config.env in envs.names()
         assert describe(name)
 
@@ -78,8 +91,21 @@ def test_bad_values(values, message):
         config_from_dict(values)
 
 
+def test_recipe_names_its_learner(tmp_path):
+    path = tmp_path / "a2c.toml"
+    path.write_text('algo = "a2c"\nenv = "Acrobot-v1"\noptimizer = "adam"\n')
+    config = load_recipe(path)
+    assert algorithm_of(config).name == "a2c" and config.optimizer == "adam"
+    path.write_text('algo = "a3c"\n')
+    with pytest.raises(ValueError, match="unknown algorithm 'a3c'"):
+        load_recipe(path)
+    path.write_text('algo = "ppo"\noptimizer = "adam"\n')  # an A2C key
+    with pytest.raises(ValueError, match="unknown key.*optimizer.*for ppo"):
+        load_recipe(path)
+
+
 def test_unknown_recipe_and_bad_toml(tmp_path):
-    with pytest.raises(FileNotFoundError, match="Did you mean: cartpole_ppo"):
+    with pytest.raises(FileNotFoundError, match="Did you mean: cartpole_"):
         load_recipe("cartpole")
     path = tmp_path / "broken.toml"
     path.write_text("env = \n")

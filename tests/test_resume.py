@@ -194,3 +194,49 @@ def test_output_directory_rules(tmp_path):
     if os.geteuid() != 0:  # root may write anywhere
         with pytest.raises(RunDirError, match="cannot write"):
             run_training(config, out_dir=locked / "run", progress=False)
+
+
+SWEEP = [
+    "sweep", "--seeds", "2", "--learning-rate", "1e-3,3e-3,1e-2", "--hidden", "8",
+    "--total-timesteps", "20480", "--chunk-size", "1", "--cpu-devices", "1",
+    "--no-progress",
+]  # fmt: skip
+
+
+def _sweep(args, cache_dir):
+    return subprocess.Popen(
+        [sys.executable, "-c", CLI, *args],
+        env=_env(cache_dir),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def _scores(out):
+    rows = (out / "sweep.csv").read_text().splitlines()
+    return sorted(rows[1:])
+
+
+def test_a_killed_sweep_keeps_its_chunks_and_resumes_the_rest(tmp_path):
+    whole = _sweep([*SWEEP, "--out", str(tmp_path / "whole")], tmp_path / "cache")
+    assert whole.wait(timeout=600) == 0, whole.stderr.read()
+    out = tmp_path / "killed"
+    proc = _sweep([*SWEEP, "--out", str(out)], tmp_path / "cache")
+    start = time.time()
+    while proc.poll() is None and time.time() - start < 300:
+        if len(list((out / "members").glob("chunk-*.npz"))) >= 2:
+            break
+        time.sleep(0.05)
+    proc.kill()
+    proc.wait(timeout=60)
+    kept = len(list((out / "members").glob("chunk-*.npz")))
+    assert kept >= 2
+    resumed = _sweep(
+        ["sweep", "--resume", "--out", str(out), "--cpu-devices", "1", "--no-progress"],
+        tmp_path / "cache",
+    )
+    assert resumed.wait(timeout=600) == 0, resumed.stderr.read()
+    if kept < 6:
+        assert f"{kept} member(s) already trained" in resumed.stderr.read()
+    assert _scores(out) == _scores(tmp_path / "whole")

@@ -154,6 +154,9 @@ class Algorithm:
     make_trainer: Callable[[Any], Trainer]
     make_train: Callable[[Any], Callable[..., TrainOutput]]
     continuous_actions: bool = True  # whether Box action spaces are supported
+    #: An on-policy learner whose trainer's ``act`` (stochastic policy) and
+    #: ``learn(params, opt_state, traj, key, hp)`` can drive ``bench host``.
+    host_loop: bool = False
 
     @property
     def hyperparams(self) -> type:

@@ -95,8 +95,8 @@ def run_host_loop(config, seed: int = 0, counter=None) -> dict:
     counter = TransferCounter() if counter is None else counter
     algorithm = algorithm_of(config)
     trainer = algorithm.make_trainer(config)
-    if not hasattr(trainer, "learn"):
-        raise ValueError(f"{algorithm.name} has no on-policy learn step to drive")
+    if not algorithm.host_loop:
+        raise ValueError(f"bench host drives on-policy learners; not {algorithm.name}")
     act, learn = make_learner(trainer)
     hp = config.hyperparams
     B, T = config.num_envs, config.num_steps

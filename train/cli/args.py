@@ -73,11 +73,14 @@ def chosen_algorithm(argv: list[str]) -> str:
     parse reports them)."""
     from ondevice_rl.train.registry import DEFAULT
 
-    peek = argparse.ArgumentParser(add_help=False)
+    peek = argparse.ArgumentParser(add_help=False, exit_on_error=False)
     peek.add_argument("--algo")
     peek.add_argument("--recipe")
-    peek.add_argument("--resume")
-    known, _ = peek.parse_known_args(argv)
+    peek.add_argument("--resume", nargs="?")  # a run dir (train), a flag (sweep)
+    try:
+        known, _ = peek.parse_known_args(argv)
+    except (argparse.ArgumentError, SystemExit):
+        return DEFAULT  # the full parse reports the problem
     if known.algo is not None:
         return known.algo
     if known.resume is not None:

@@ -167,7 +167,21 @@ def add_subcommands(subparsers, algo: str = DEFAULT) -> None:
         metavar="NAME=SPEC",
         help="env physics values, e.g. length=0.25,0.5,1.0 (repeatable)",
     )
-    parser.add_argument("--out", default="runs/sweep", help="output directory")
+    parser.add_argument(
+        "--out",
+        default="runs/sweep",
+        help="output directory (refused if it holds an earlier sweep, unless "
+        "--resume or --force); finished chunks are written as they finish",
+    )
+    parser.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue the sweep in --out: train only the members still missing "
+        "(the stored request is used; search flags are refused)",
+    )
+    parser.add_argument(
+        "--force", action="store_true", help="replace an earlier sweep in --out"
+    )
     parser.add_argument("--chunk-size", type=int_arg, help="members per compiled call")
     parser.add_argument("--memory-budget", help="bytes per device, e.g. 2G")
     parser.add_argument(
@@ -216,49 +230,103 @@ def _read_args(args) -> dict:
     }
 
 
+def _request(args, spec) -> dict:
+    """What ``sweep.json`` stores: enough to rebuild the same plan."""
+    return {
+        "algo": spec["algorithm"].name,
+        "env": args.env,
+        "seeds": spec["seeds"],
+        "search": spec["search"],
+        "env_params": spec["env_params"],
+        "samples": args.samples,
+        "sample_seed": args.sample_seed,
+    }
+
+
+def _plan(request: dict):
+    from ondevice_rl.train.registry import check_env
+    from ondevice_rl.train.sweep import build_plan
+
+    algorithm = get_algorithm(request["algo"])
+    check_env(algorithm, request["env"])
+    return build_plan(
+        algorithm.config(env=request["env"]),
+        request["seeds"],
+        request["search"],
+        request["env_params"],
+        request["samples"],
+        request["sample_seed"],
+    )
+
+
+def _given_search(args, spec) -> bool:
+    return bool(spec["search"] or spec["env_params"] or args.samples)
+
+
 def run(args: argparse.Namespace) -> int:
+    from ondevice_rl.train import artifacts
+    from ondevice_rl.train.sweep import SweepSpecError, run_plan, store
+
+    out = Path(args.out)
     try:
         spec = _read_args(args)
+        if args.resume and _given_search(args, spec):
+            raise CLIError("--resume uses the stored search; give no search flags")
+        if args.resume and args.force:
+            raise CLIError("--resume and --force exclude each other")
+        # Both must come before anything starts the JAX backend.
         use_cpu_cores(args.cpu_devices)
         distributed.initialize_from_args(args)
-    except (CLIError, ValueError) as err:
-        print(f"{PROG}: error: {err}", file=sys.stderr)
-        return 2
-    from ondevice_rl.train.registry import check_env
-    from ondevice_rl.train.sweep import SweepSpecError, build_plan, run_plan
-
-    try:
-        check_env(spec["algorithm"], args.env)
-        plan = build_plan(
-            spec["algorithm"].config(env=args.env),
-            spec["seeds"],
-            spec["search"],
-            spec["env_params"],
-            args.samples,
-            args.sample_seed,
-        )
-    except (SweepSpecError, ValueError, KeyError) as err:
+        main = distributed.is_main_process()
+        request = store.load_request(out) if args.resume else _request(args, spec)
+        plan = _plan(request)
+        if main and not args.resume:
+            artifacts.prepare_run_dir(out, force=args.force)
+            store.save_request(out, request)
+    except (CLIError, SweepSpecError, ValueError, KeyError) as err:
         message = err.args[0] if isinstance(err, KeyError) else err
         print(f"{PROG}: error: {message}", file=sys.stderr)
         return 2
     from ondevice_rl.train.sweep import report
 
-    main = distributed.is_main_process()
+    finished = store.load_members(out) if args.resume else {}
     if main:
         report.print_plan(plan)
+        if finished:
+            print(
+                f"resuming: {len(finished)} member(s) already trained", file=sys.stderr
+            )
+    written = set(finished)
+    chunk_sizes = store.chunk_sizes(request, plan) if args.resume else None
+
+    def write_chunk(result, group, chunk):
+        if main and chunk == 0 and not args.resume:
+            store.save_request(out, store.with_chunk_sizes(request, result.groups))
+        new = {
+            m.index: result.metrics[m.index]
+            for m in result.finished
+            if m.index not in written
+        }
+        if main:
+            store.save_members(out, new)
+        written.update(new)
+
     result = run_plan(
         plan,
         chunk_size=args.chunk_size,
         memory_budget_bytes=spec["budget"],
         progress=not args.no_progress,
+        on_chunk=write_chunk,
+        finished=finished,
+        chunk_sizes=chunk_sizes,
     )
     if main:
-        out = Path(args.out)
         report.write_outputs(result, out, top=args.top)
         report.print_result(result, out, top=args.top)
     if result.interrupted:
         print(
-            f"interrupted: wrote {len(result.finished)} of {len(plan.members)} members",
+            f"interrupted: wrote {len(result.finished)} of {len(plan.members)} "
+            f"members; resume with: ondevice-rl sweep --resume --out {out}",
             file=sys.stderr,
         )
         return 130

@@ -20,6 +20,7 @@ ALGORITHM = Algorithm(
     config=PPOConfig,
     make_trainer=make_trainer,
     make_train=make_train,
+    host_loop=True,
 )
 
 __all__ = [

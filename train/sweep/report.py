@@ -6,15 +6,17 @@ Files written into the output directory:
 * ``ranking.csv``: one row per setting, best first (``SweepResult.ranking``);
 * ``curves.npz``: every member's metrics ``[num_updates]`` and env steps;
 * ``curves.png``: mean ± std over seeds of the best ``top`` settings;
-* ``summary.json``: best setting, groups, programs compiled, wall time.
+* ``summary.json``: learner, fixed (single-valued) changes, best setting,
+  groups, programs compiled, wall time.
 """
 
 import csv
-import json
 from pathlib import Path
 
 import jax
 
+from ondevice_rl.train.artifacts import write_json
+from ondevice_rl.train.registry import algorithm_of
 from ondevice_rl.train.sweep.results import SweepResult, _fmt, format_values
 from ondevice_rl.train.sweep.space import SweepPlan
 
@@ -55,7 +57,9 @@ def write_summary(result: SweepResult, path: Path) -> Path:
     """``summary.json``: best setting, groups, compile count, timing."""
     best = result.best
     summary = {
+        "algo": algorithm_of(result.plan.base).name,
         "env": result.plan.base.env,
+        "fixed": {k: _fmt(v) for k, v in result.plan.fixed.items()},
         "members": len(result.plan.members),
         "finished": len(result.finished),
         "interrupted": result.interrupted,
@@ -86,8 +90,7 @@ def write_summary(result: SweepResult, path: Path) -> Path:
             for g in result.groups
         ],
     }
-    path.write_text(json.dumps(summary, indent=2) + "\n")
-    return path
+    return write_json(path, summary)
 
 
 def write_outputs(result: SweepResult, out: Path, top: int = 10) -> list[Path]:

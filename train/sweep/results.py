@@ -101,6 +101,7 @@ class SweepResult:
             row = {"member": m.index, "setting": m.setting, "seed": m.seed}
             fields = m.config.HYPERPARAMS._fields
             row.update({name: getattr(m.config, name) for name in fields})
+            row.update({f"env.{k}": v for k, v in m.env_params})
             row.update(self.plan.setting_values(m))
             row["num_updates"] = len(self.returns(m))
             row.update(scores(self.returns(m)))
@@ -139,7 +140,7 @@ class SweepResult:
         """Per setting: ``(env_steps [U], returns [seeds, U])``."""
         out: dict[int, list] = {}
         for m in self.finished:
-            out.setdefault(m.setting, [m.config.batch_size, []])[1].append(
+            out.setdefault(m.setting, [m.config.steps_per_update, []])[1].append(
                 self.returns(m)
             )
         return {
@@ -168,7 +169,8 @@ class SweepResult:
         for m in self.finished:
             for name, values in self.metrics[m.index].items():
                 arrays[f"member_{m.index}_{name}"] = values
-            steps = np.arange(1, len(self.returns(m)) + 1) * m.config.batch_size
+            per_update = m.config.steps_per_update
+            steps = np.arange(1, len(self.returns(m)) + 1) * per_update
             arrays[f"member_{m.index}_env_steps"] = steps
         np.savez_compressed(path, **arrays)
         return Path(path)

@@ -59,8 +59,18 @@ def run_plan(
     cache: ProgramCache | None = None,
     progress: bool = False,
     on_chunk: ChunkCallback | None = None,
+    finished: Mapping[int, dict] | None = None,
+    chunk_sizes: Mapping[Any, int] | None = None,
 ) -> SweepResult:
-    """Trains every member of ``plan``; see ``run_sweep``."""
+    """Trains every member of ``plan``; see ``run_sweep``.
+
+    Members in ``finished`` (index -> metrics, e.g. from an earlier,
+    interrupted run of the same plan) are taken as they are and not trained
+    again. ``chunk_sizes`` (static config -> members per call) fixes a
+    group's chunk size, e.g. to the earlier run's: a member's numbers depend
+    on the size of the chunk it is vmapped in (not on the other members), so
+    a resumed sweep matches the uninterrupted one exactly.
+    """
     mesh = make_mesh() if mesh is None else mesh
     cache = DEFAULT_CACHE if cache is None else cache
     budget = memory_budget_bytes
@@ -68,8 +78,10 @@ def run_plan(
         # Every process must pick the same chunk size: agree on the smallest.
         budget = min_bytes_over_processes(memory_budget(mesh))
     result = SweepResult(plan, [None] * len(plan.members))
+    for index, metrics in (finished or {}).items():
+        result.metrics[index] = metrics
     compiles_before, start = cache.compiles, time.perf_counter()
-    groups = group_members(plan.members)
+    groups = group_members([m for m in plan.members if result.metrics[m.index] is None])
     show = progress and jax.process_index() == 0
     try:
         stop_message = "stopping after the running chunk (Ctrl-C again to stop now)"
@@ -77,13 +89,19 @@ def run_plan(
             stop_at_boundary(_to_stderr, stop_message) as stop,
             ProgressBar(len(plan.members), "sweep", "members", show) as bar,
         ):
+            bar.advance(len(finished or {}))
             for g, (config, members) in enumerate(groups):
                 label = f"group {g + 1}/{len(groups)}"
                 bar.describe(f"{label}: compiling")
                 compiled_before = cache.compiles
-                program, est = _program_for(
-                    config, len(members), mesh, cache, chunk_size, budget
-                )
+                exact = (chunk_sizes or {}).get(config)
+                if exact is not None:
+                    program = population_program(cache, config, exact, mesh)
+                    est = max_chunk_for(config, mesh, budget or 1 << 62)[1]
+                else:
+                    program, est = _program_for(
+                        config, len(members), mesh, cache, chunk_size, budget
+                    )
                 num_chunks = -(-len(members) // program.chunk_size)
                 result.groups.append(
                     GroupInfo(

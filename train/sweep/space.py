@@ -21,7 +21,7 @@ import difflib
 import itertools
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -96,6 +96,8 @@ class SweepPlan:
     members: tuple[Member, ...]
     swept: tuple[str, ...]  # config fields, then "env.<name>" fields
     seeds: tuple[int, ...]
+    #: Fields given a single value: applied to every member, not swept.
+    fixed: dict = field(default_factory=dict)
 
     @property
     def num_settings(self) -> int:
@@ -298,4 +300,5 @@ def build_plan(
             members.append(
                 Member(len(members), setting, seed, member_config, env_pairs)
             )
-    return SweepPlan(config, tuple(members), swept, seed_list)
+    fixed = {k: v[0] for k, v in grid.items() if len(v) == 1}
+    return SweepPlan(config, tuple(members), swept, seed_list, fixed)
