@@ -9,6 +9,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
+from ondevice_rl.ranges import NON_NEGATIVE, POSITIVE
 from ondevice_rl.spaces import Box, Discrete
 from ondevice_rl.types import Environment
 
@@ -94,6 +95,15 @@ class Acrobot(Environment):
     """
 
     name = "Acrobot-v1"
+    PARAM_RANGES = {
+        **dict.fromkeys(("gravity", "torque", "torque_noise_max"), NON_NEGATIVE),
+        **dict.fromkeys(
+            ("dt", "link_length_1", "link_mass_1", "link_mass_2", "link_moi"), POSITIVE
+        ),
+        **dict.fromkeys(
+            ("link_com_pos_1", "link_com_pos_2", "max_vel_1", "max_vel_2"), POSITIVE
+        ),
+    }
 
     def __init__(self, stochastic_step: bool = False):
         self.stochastic_step = stochastic_step

@@ -5,6 +5,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
+from ondevice_rl.ranges import NON_NEGATIVE, POSITIVE
 from ondevice_rl.spaces import Box, Discrete
 from ondevice_rl.types import Environment
 
@@ -37,6 +38,13 @@ class CartPole(Environment):
     """
 
     name = "CartPole-v1"
+    PARAM_RANGES = {
+        "gravity": NON_NEGATIVE,
+        **dict.fromkeys(
+            ("masscart", "masspole", "length", "force_mag", "tau"), POSITIVE
+        ),
+        **dict.fromkeys(("theta_threshold_radians", "x_threshold"), POSITIVE),
+    }
 
     def default_params(self) -> CartPoleParams:
         f = jnp.float32

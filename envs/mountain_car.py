@@ -5,6 +5,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
+from ondevice_rl.ranges import NON_NEGATIVE, POSITIVE
 from ondevice_rl.spaces import Box, Discrete
 from ondevice_rl.types import Environment
 
@@ -52,6 +53,11 @@ class MountainCar(Environment):
     """
 
     name = "MountainCar-v0"
+    PARAM_RANGES = {
+        "gravity": NON_NEGATIVE,
+        "max_speed": POSITIVE,
+        "force": POSITIVE,
+    }
 
     def default_params(self) -> MountainCarParams:
         f = jnp.float32

@@ -7,6 +7,7 @@ import jax
 import jax.numpy as jnp
 
 from ondevice_rl.envs.mountain_car import MountainCar, drive
+from ondevice_rl.ranges import NON_NEGATIVE, POSITIVE
 from ondevice_rl.spaces import Box
 
 
@@ -37,6 +38,12 @@ class MountainCarContinuous(MountainCar):
     """
 
     name = "MountainCarContinuous-v0"
+    PARAM_RANGES = {
+        "gravity": NON_NEGATIVE,
+        "action_cost": NON_NEGATIVE,
+        "max_speed": POSITIVE,
+        "power": POSITIVE,
+    }
 
     def default_params(self) -> MountainCarContinuousParams:
         f = jnp.float32

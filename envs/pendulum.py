@@ -5,6 +5,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
+from ondevice_rl.ranges import NON_NEGATIVE, POSITIVE
 from ondevice_rl.spaces import Box
 from ondevice_rl.types import Environment
 
@@ -44,6 +45,10 @@ class Pendulum(Environment):
     """
 
     name = "Pendulum-v1"
+    PARAM_RANGES = {
+        "gravity": NON_NEGATIVE,
+        **dict.fromkeys(("max_speed", "max_torque", "dt", "mass", "length"), POSITIVE),
+    }
 
     def default_params(self) -> PendulumParams:
         f = jnp.float32

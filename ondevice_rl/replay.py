@@ -83,7 +83,9 @@ class ReplayBuffer(NamedTuple):
 
             def write(store, new):
                 index = (start,) + (0,) * (store.ndim - 1)
-                return jax.lax.dynamic_update_slice(store, new.astype(store.dtype), index)
+                return jax.lax.dynamic_update_slice(
+                    store, new.astype(store.dtype), index
+                )
 
         else:
             rows = (start + jnp.arange(num_rows)) % capacity
@@ -110,9 +112,11 @@ class ReplayBuffer(NamedTuple):
         capacity, num_envs = self.capacity, self.num_envs
         size = self.size()
         oldest = self.added - size  # logical index of the oldest row held
-        start_key, env_key = jax.random.split(key)
-        starts = jax.random.randint(start_key, (batch_size,), 0, size - length + 1)
-        envs = jax.random.randint(env_key, (batch_size,), 0, num_envs)
+        # One uniform draw for both indices (a randint is two hashes, a split
+        # one more; each hash is a sizeable straight-line block to compile).
+        u = jax.random.uniform(key, (2, batch_size))
+        starts = _scale(u[0], size - length + 1)
+        envs = _scale(u[1], num_envs)
         rows = (oldest + starts + jnp.arange(length)[:, None]) % capacity
         flat = rows * num_envs + envs  # [length, batch_size] into [C * B]
 
@@ -123,3 +127,10 @@ class ReplayBuffer(NamedTuple):
             )
 
         return jax.tree.map(gather, self.data)
+
+
+def _scale(u: jax.Array, n: jax.Array | int) -> jax.Array:
+    """Uniform ``[0, 1)`` floats to uniform int32 in ``[0, n)`` (``n >= 1``)."""
+    n = jnp.asarray(n, jnp.int32)
+    index = jnp.floor(u * n.astype(jnp.float32)).astype(jnp.int32)
+    return jnp.clip(index, 0, n - 1)

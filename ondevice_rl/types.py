@@ -11,6 +11,7 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
+from ondevice_rl.ranges import FINITE, TIME_LIMIT, Range
 from ondevice_rl.spaces import Box, Discrete
 
 
@@ -45,6 +46,9 @@ class Environment:
     """
 
     name: str = "Environment"
+    #: Valid values of the params' scalar fields (others: finite; the time
+    #: limit ``max_steps``: 1 ≤ max_steps < 2^31).
+    PARAM_RANGES: dict[str, Range] = {}
     #: Whether ``transition`` consumes its key. Deterministic dynamics let
     #: wrappers reuse the step key instead of splitting it every step.
     stochastic_step: bool = False
@@ -80,6 +84,37 @@ class Environment:
             truncated=truncated,
             info={},
         )
+
+    def check_params(self, values: dict[str, Any]) -> dict[str, Any]:
+        """Checks ``{field: value}`` overrides of this env's params: known
+        scalar fields, in range. Returns them cast to the fields' kinds;
+        raises a one-line ValueError naming the field, value and range."""
+        import difflib
+
+        import numpy as np
+
+        defaults = self.default_params()
+        fields = getattr(defaults, "_fields", ())
+        checked = {}
+        for name, value in values.items():
+            if name not in fields or np.ndim(getattr(defaults, name)) != 0:
+                close = difflib.get_close_matches(name, fields, n=2, cutoff=0.5)
+                hint = f" (did you mean {', '.join(close)}?)" if close else ""
+                raise ValueError(
+                    f"{self.name} has no scalar param {name!r}{hint}; "
+                    f"known: {', '.join(fields)}"
+                )
+            default = self.PARAM_RANGES.get(name, FINITE)
+            valid = TIME_LIMIT if name == "max_steps" else default
+            number = valid.check(f"env param {name}", value)
+            if np.issubdtype(np.asarray(getattr(defaults, name)).dtype, np.integer):
+                if number != int(number):
+                    raise ValueError(
+                        f"env param {name} must be an integer, got {value!r}"
+                    )
+                number = int(number)
+            checked[name] = number
+        return checked
 
     def observation_space(self, params: Any) -> Box:
         raise NotImplementedError

@@ -18,46 +18,19 @@ and one ``Algorithm`` record, listed in ``train/registry.py``.
 """
 
 import dataclasses
-import math
 from collections.abc import Callable, Mapping
 from typing import Any, ClassVar, NamedTuple, Protocol
 
 import jax.numpy as jnp
 
 from ondevice_rl.networks import ACTIVATIONS
-
-
-class Range(NamedTuple):
-    """Valid values of a traced hyperparameter (finite, and in these bounds)."""
-
-    low: float = -math.inf
-    high: float = math.inf
-    low_open: bool = False  # low itself excluded
-    high_open: bool = False
-
-    def __str__(self) -> str:
-        lo, hi = "(" if self.low_open else "[", ")" if self.high_open else "]"
-        return f"{lo}{self.low:g}, {self.high:g}{hi}"
-
-    def check(self, name: str, value: Any) -> float:
-        """``value`` as a float, or ValueError naming ``name``, the value and
-        the range."""
-        try:
-            number = float(value)
-        except (TypeError, ValueError):
-            raise ValueError(f"{name}: {value!r} is not a number") from None
-        above = number > self.low if self.low_open else number >= self.low
-        below = number < self.high if self.high_open else number <= self.high
-        if not (math.isfinite(number) and above and below):
-            raise ValueError(f"{name}={value!r} is outside {self}")
-        return number
-
-
-#: Sizes and counts must stay below this (XLA's int32 dimensions).
-MAX_INT = 2**31
-POSITIVE = Range(0.0, math.inf, low_open=True)
-NON_NEGATIVE = Range(0.0)
-UNIT = Range(0.0, 1.0)
+from ondevice_rl.ranges import (  # noqa: F401  (re-exported for the learners)
+    MAX_INT,
+    NON_NEGATIVE,
+    POSITIVE,
+    UNIT,
+    Range,
+)
 
 
 class TrainOutput(NamedTuple):
@@ -116,6 +89,11 @@ class AlgorithmConfig:
         for field in self.HYPERPARAMS._fields:
             self.RANGES[field].check(f"{name}.{field}", getattr(self, field))
         self.validate()
+        if self.steps_per_update >= MAX_INT:
+            raise ValueError(
+                f"{name}: {self.steps_per_update} env steps per update is too large "
+                "(< 2^31)"
+            )
         if self.num_updates < 1:
             raise ValueError(
                 f"{name}: total_timesteps={self.total_timesteps} is less than one "

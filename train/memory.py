@@ -41,6 +41,10 @@ def _tree_bytes(tree: Any) -> int:
     )
 
 
+#: An upper bound on the scalars a learner reports per update.
+METRICS_PER_UPDATE = 16
+
+
 def estimate_member_bytes(config: Any) -> int:
     """Rough peak device bytes of one member (shapes only; nothing compiled).
 
@@ -56,10 +60,7 @@ def estimate_member_bytes(config: Any) -> int:
     obs_dim = math.prod(trainer.env.observation_space(trainer.default_env_params).shape)
     traj = 4 * config.steps_per_update * (2 * obs_dim + 8)
     activations = 4 * 6 * config.learn_batch_size * (obs_dim + 2 * sum(config.hidden))
-    _, metrics = jax.eval_shape(
-        lambda s: trainer.run(s, config.hyperparams, None, 1), state
-    )
-    metrics = _tree_bytes(metrics) * config.num_updates
+    metrics = 4 * config.num_updates * METRICS_PER_UPDATE
     return int(
         2 * _tree_bytes(state)
         + 3 * traj

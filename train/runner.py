@@ -31,6 +31,7 @@ from typing import Any, NamedTuple
 import jax
 import numpy as np
 
+from ondevice_rl import envs
 from ondevice_rl.checkpoint import Checkpoints
 from ondevice_rl.metrics import final_return
 from ondevice_rl.train import artifacts
@@ -154,8 +155,11 @@ def run_training(
     if checkpoint_every is not None and checkpoint_every < 1:
         raise ValueError(f"checkpoint_every must be >= 1, got {checkpoint_every}")
     hp = _as_hyperparams(config, hyperparams)
+    if env_params is not None:
+        env, _ = envs.make(config.env)
+        env_params = env.check_params(env_params_dict(env_params))
     plan = segment_plan(config.num_updates, num_segments or DEFAULT_SEGMENTS)
-    spec = RunSpec(config, hp, seed, env_params_dict(env_params), plan[0])
+    spec = RunSpec(config, hp, seed, env_params, plan[0])
     check_fits(config)
     out = Path(out_dir) if out_dir is not None else None
     if out is not None:

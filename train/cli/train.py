@@ -149,8 +149,10 @@ def _build_config(args):
 def _resume_flags(args) -> dict:
     """The flags given beside ``--resume``: only ``--total-timesteps`` may
     differ from the stored run (ValueError otherwise)."""
+    from ondevice_rl.train.artifacts import prepare_run_dir
     from ondevice_rl.train.run_spec import RunSpec
 
+    prepare_run_dir(args.resume, resume=True)
     spec = RunSpec.load(args.resume / "config.json")
     if args.out is not None or args.recipe is not None or args.force:
         raise ValueError("--resume takes no --out, --recipe or --force")

@@ -159,18 +159,13 @@ def env_param_fields(env_name: str) -> dict[str, np.dtype]:
     }
 
 
-def _check_env_value(name: str, value: Any, dtype: np.dtype) -> float | int:
+def _check_env_value(env_name: str, name: str, value: Any) -> float | int:
+    """One env param value, checked against the env's declared range."""
+    env, _ = envs.make(env_name)
     try:
-        number = float(value)
-    except (TypeError, ValueError):
-        raise SweepSpecError(f"env param {name}: {value!r} is not a number") from None
-    if not math.isfinite(number):
-        raise SweepSpecError(f"env param {name}: {value!r} is not finite")
-    if np.issubdtype(dtype, np.integer):
-        if number != int(number):
-            raise SweepSpecError(f"env param {name} is an integer, got {value!r}")
-        return int(number)
-    return number
+        return env.check_params({name: value})[name]
+    except ValueError as err:
+        raise SweepSpecError(str(err)) from None
 
 
 def _seed_list(seeds: int | Sequence[int]) -> tuple[int, ...]:
@@ -281,7 +276,7 @@ def build_plan(
         for key, value in values.items():
             if key.startswith(ENV_PREFIX):
                 name = key[len(ENV_PREFIX) :]
-                env_values[name] = _check_env_value(name, value, env_fields[name])
+                env_values[name] = _check_env_value(config.env, name, value)
             elif key in hyperparam_fields:
                 changes[key] = _check_hp(ranges, key, value)
             elif key == "hidden":
