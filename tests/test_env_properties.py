@@ -29,7 +29,7 @@ def _available():
     return names
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _program(name):
     """``jit(vmap(episode))``: ``STEPS`` steps from a reset, params traced."""
     env, _ = envs.make(name)
