@@ -21,6 +21,7 @@ import dataclasses
 from collections.abc import Callable, Mapping
 from typing import Any, ClassVar, NamedTuple, Protocol
 
+import jax
 import jax.numpy as jnp
 
 from ondevice_rl.networks import ACTIVATIONS
@@ -36,6 +37,34 @@ from ondevice_rl.ranges import (  # noqa: F401  (re-exported for the learners)
 class TrainOutput(NamedTuple):
     state: Any
     metrics: dict  # name -> [num_updates] float32 (leading population axes under vmap)
+
+
+def scan_updates(update: Callable) -> Callable:
+    """``run(state, hp, env_params=None, num_updates=1) -> (state, metrics)``:
+    ``num_updates`` (static) calls of ``update(state, hp, env_params)`` in one
+    ``lax.scan``; metrics get a leading ``[num_updates]`` axis."""
+
+    def run(state, hp, env_params=None, num_updates=1):
+        def body(state, _):
+            return update(state, hp, env_params)
+
+        return jax.lax.scan(body, state, None, length=num_updates)
+
+    return run
+
+
+def whole_run(trainer: "Trainer") -> Callable[..., TrainOutput]:
+    """``train(key, hyperparams, env_params=None) -> TrainOutput``: ``init``
+    then every update of ``trainer.config`` in one ``run``; pure, safe to
+    ``jax.jit`` and ``jax.vmap``."""
+
+    def train(key, hyperparams, env_params=None) -> TrainOutput:
+        state = trainer.init(key, hyperparams, env_params)
+        num_updates = trainer.config.num_updates
+        state, metrics = trainer.run(state, hyperparams, env_params, num_updates)
+        return TrainOutput(state, metrics)
+
+    return train
 
 
 class Trainer(Protocol):

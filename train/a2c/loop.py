@@ -23,7 +23,7 @@ from ondevice_rl.returns import gae, n_step_returns
 from ondevice_rl.rollout import RolloutState, Transition, batch_reset, rollout
 from ondevice_rl.train.a2c.config import A2CConfig, Hyperparams
 from ondevice_rl.train.a2c.loss import Batch, LossStats, a2c_loss
-from ondevice_rl.train.algorithm import TrainOutput
+from ondevice_rl.train.algorithm import TrainOutput, scan_updates, whole_run
 from ondevice_rl.train.env_setup import make_env
 
 
@@ -183,11 +183,7 @@ def make_trainer(config: A2CConfig) -> Trainer:
         )
         return new_state, {**metrics, **stats._asdict()}
 
-    def run(state: TrainState, hp: Hyperparams, env_params=None, num_updates=1):
-        def body(state, _):
-            return update(state, hp, env_params)
-
-        return jax.lax.scan(body, state, None, length=num_updates)
+    run = scan_updates(update)
 
     return Trainer(
         config,
@@ -210,11 +206,4 @@ def make_train(config: A2CConfig) -> Callable[..., TrainOutput]:
     ``TrainOutput.metrics[name]`` has shape ``[num_updates]`` (with leading
     population axes under ``vmap``).
     """
-    trainer = make_trainer(config)
-
-    def train(key, hyperparams: Hyperparams, env_params=None) -> TrainOutput:
-        state = trainer.init(key, hyperparams, env_params)
-        state, metrics = trainer.run(state, hyperparams, env_params, config.num_updates)
-        return TrainOutput(state, metrics)
-
-    return train
+    return whole_run(make_trainer(config))

@@ -19,7 +19,7 @@ from ondevice_rl.networks import ActorCritic, log_prob, sample_action
 from ondevice_rl.returns import gae
 from ondevice_rl.rollout import RolloutState, Transition, batch_reset, rollout
 from ondevice_rl.sharding import all_mean
-from ondevice_rl.train.algorithm import TrainOutput
+from ondevice_rl.train.algorithm import TrainOutput, scan_updates, whole_run
 from ondevice_rl.train.env_setup import make_env
 from ondevice_rl.train.minibatches import shuffled_minibatches
 from ondevice_rl.train.ppo.config import Hyperparams, PPOConfig
@@ -209,11 +209,7 @@ def make_trainer(
         )
         return new_state, {**metrics, **stats._asdict()}
 
-    def run(state: TrainState, hp: Hyperparams, env_params=None, num_updates=1):
-        def body(state, _):
-            return update(state, hp, env_params)
-
-        return jax.lax.scan(body, state, None, length=num_updates)
+    run = scan_updates(update)
 
     return Trainer(
         config,
@@ -236,11 +232,4 @@ def make_train(config: PPOConfig) -> Callable[..., TrainOutput]:
     ``TrainOutput.metrics[name]`` has shape ``[num_updates]`` (with leading
     population axes under ``vmap``).
     """
-    trainer = make_trainer(config)
-
-    def train(key, hyperparams: Hyperparams, env_params=None) -> TrainOutput:
-        state = trainer.init(key, hyperparams, env_params)
-        state, metrics = trainer.run(state, hyperparams, env_params, config.num_updates)
-        return TrainOutput(state, metrics)
-
-    return train
+    return whole_run(make_trainer(config))
