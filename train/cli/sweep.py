@@ -329,5 +329,7 @@ def run(args: argparse.Namespace) -> int:
             f"members; resume with: ondevice-rl sweep --resume --out {out}",
             file=sys.stderr,
         )
-        return 130
+        from ondevice_rl.train.interrupt import EXIT_STATUS
+
+        return EXIT_STATUS.get(result.stop_signal, 130)
     return 0

@@ -74,7 +74,10 @@ class SweepResult:
         groups: one entry per static config.
         programs_compiled: programs compiled by this run (0 when all were
             cached from an earlier run in the process).
-        interrupted: the run was stopped (Ctrl-C) before every member finished.
+        interrupted: the run was stopped (Ctrl-C, SIGTERM) before every member
+            finished.
+        stop_signal: the signal that stopped it (None: Ctrl-C from code, or
+            not stopped).
         seconds: wall time of the run.
     """
 
@@ -83,6 +86,7 @@ class SweepResult:
     groups: list[GroupInfo] = field(default_factory=list)
     programs_compiled: int = 0
     interrupted: bool = False
+    stop_signal: int | None = None
     seconds: float = 0.0
 
     @property

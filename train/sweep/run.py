@@ -83,6 +83,7 @@ def run_plan(
     compiles_before, start = cache.compiles, time.perf_counter()
     groups = group_members([m for m in plan.members if result.metrics[m.index] is None])
     show = progress and jax.process_index() == 0
+    stop = None
     try:
         stop_message = "stopping after the running chunk (Ctrl-C again to stop now)"
         with (
@@ -133,6 +134,7 @@ def run_plan(
             bar.describe("done")
     except KeyboardInterrupt:
         result.interrupted = True
+        result.stop_signal = getattr(stop, "signal", None)
     result.programs_compiled = cache.compiles - compiles_before
     result.seconds = time.perf_counter() - start
     return result
