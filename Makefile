@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: test test-slow train bench lint clean
+.PHONY: test test-slow train bench results lint clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -23,6 +23,12 @@ train: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/ondevice-rl bench --quick --out runs/bench
+
+# Every shipped recipe (hours on CPU), then README's results table and
+# docs/results/*.png; ONLY="name ..." trains a few, the table keeps the rest.
+results: $(STAMP)
+	$(BIN)/pip install --quiet -e '.[brax]'
+	$(BIN)/python -m ondevice_rl.train.results $(if $(ONLY),--only $(ONLY))
 
 lint: $(STAMP)
 	$(BIN)/ruff check ondevice_rl envs train tests

@@ -11,7 +11,7 @@ from ondevice_rl.envs.mountain_car import MountainCar
 from ondevice_rl.envs.mountain_car_continuous import MountainCarContinuous
 from ondevice_rl.envs.pendulum import Pendulum
 from ondevice_rl.envs.probes import ProbeOneStep, ProbeTruncation, ProbeTwoStep
-from ondevice_rl.envs.registry import make, names, register
+from ondevice_rl.envs.registry import make, names, register, register_unavailable
 
 register("CartPole-v1", CartPole)
 register("Acrobot-v1", Acrobot)
@@ -23,22 +23,60 @@ register("Probe-TwoStep-v0", ProbeTwoStep)
 register("Probe-Truncation-v0", ProbeTruncation)
 
 # Adapters: gymnax (a dependency, imported on first make) and brax (optional,
-# listed only when installed).
+# listed only when installed). Every environment gymnax 1.0.1 registers
+# (``gymnax.registered_envs``; tests/test_adapters.py checks this list against
+# it) except those in GYMNAX_LEFT_OUT.
 GYMNAX_IDS = (
     "CartPole-v1",
     "Acrobot-v1",
     "MountainCar-v0",
     "MountainCarContinuous-v0",
     "Pendulum-v1",
+    "Asterix-MinAtar",
+    "Breakout-MinAtar",
+    "Freeway-MinAtar",
+    "Seaquest-MinAtar",
+    "SpaceInvaders-MinAtar",
+    "Catch-bsuite",
+    "DeepSea-bsuite",
+    "MemoryChain-bsuite",
+    "UmbrellaChain-bsuite",
+    "DiscountingChain-bsuite",
+    "SimpleBandit-bsuite",
+    "FourRooms-misc",
+    "MetaMaze-misc",
+    "PointRobot-misc",
+    "BernoulliBandit-misc",
+    "GaussianBandit-misc",
+    "Reacher-misc",
+    "Swimmer-misc",
+    "Pong-misc",
+    "FrozenLake-misc",
+)
+GYMNAX_LEFT_OUT = {
+    "MNISTBandit-bsuite": "gymnax downloads MNIST from the internet when it is "
+    "constructed (no network on the device; not a simulator)",
+}
+# Dynamics that ignore the step key (tested): AutoReset may reuse it.
+GYMNAX_DETERMINISTIC = (
+    "CartPole-v1",
+    "MountainCar-v0",
+    "MountainCarContinuous-v0",
+    "Pendulum-v1",
 )
 for _id in GYMNAX_IDS:
-    # Only gymnax's Acrobot uses the step key (torque noise).
-    _stochastic = _id == "Acrobot-v1"
+    _stochastic = _id not in GYMNAX_DETERMINISTIC
     register(f"gymnax/{_id}", partial(GymnaxAdapter, _id, stochastic_step=_stochastic))
+for _id, _why in GYMNAX_LEFT_OUT.items():
+    register_unavailable(f"gymnax/{_id}", f"left out: {_why}")
 BRAX_NAMES = ("ant", "halfcheetah", "hopper", "humanoid", "inverted_pendulum")
 if importlib.util.find_spec("brax") is not None:
     for _name in BRAX_NAMES:
         register(f"brax/{_name}", partial(BraxAdapter, _name))
+else:
+    register_unavailable(
+        "brax/", "brax is not installed: pip install 'ondevice_rl[brax]'"
+    )
 
 __all__ = [
     "Acrobot",
@@ -54,4 +92,5 @@ __all__ = [
     "make",
     "names",
     "register",
+    "register_unavailable",
 ]

@@ -6,7 +6,13 @@ max_steps``, ``max_steps`` defaulting to gymnax's ``max_steps_in_episode``.
 ``terminated`` is gymnax's ``done`` without the time limit (gymnax ≥ 1.0's
 ``done`` already excludes it; older versions included it).
 
+Observations are float32 whatever gymnax's dtype (MinAtar's ``[10, 10, C]``
+channels, bsuite's grids, FourRooms' int coordinates) and the observation
+space a float32 ``Box`` of the same shape; a ``Discrete(n)`` observation
+(FrozenLake's cell index) becomes its one-hot ``[n]`` vector.
+
     env, params = ondevice_rl.make("gymnax/CartPole-v1")
+    env, params = ondevice_rl.make("gymnax/Breakout-MinAtar")  # obs [10, 10, 4]
 """
 
 from typing import Any, NamedTuple
@@ -40,6 +46,8 @@ class GymnaxAdapter(Environment):
         self.name = f"gymnax/{gymnax_id}"
         # gymnax >= 1.0 reports time limits apart (``is_truncated``).
         self._done_has_time_limit = not hasattr(self.gymnax_env, "is_truncated")
+        space = self.gymnax_env.observation_space(self._gymnax_params)
+        self._one_hot = int(space.n) if hasattr(space, "n") else 0
 
     def default_params(self) -> GymnaxParams:
         limit = self._gymnax_params.max_steps_in_episode
@@ -47,7 +55,7 @@ class GymnaxAdapter(Environment):
 
     def reset(self, key, params):
         obs, state = self.gymnax_env.reset_env(key, params.env_params)
-        return jnp.asarray(obs, jnp.float32), _strong(state)
+        return self._obs(obs), _strong(state)
 
     def step(self, key, state, action, params) -> TimeStep:
         obs, state, reward, done, _ = self.gymnax_env.step_env(
@@ -57,7 +65,7 @@ class GymnaxAdapter(Environment):
         if self._done_has_time_limit:
             done = done & (state.time < params.env_params.max_steps_in_episode)
         return TimeStep(
-            obs=jnp.asarray(obs, jnp.float32),
+            obs=self._obs(obs),
             state=_strong(state),
             reward=jnp.asarray(reward, jnp.float32),
             terminated=done,
@@ -65,7 +73,14 @@ class GymnaxAdapter(Environment):
             info={},
         )
 
+    def _obs(self, obs) -> jax.Array:
+        if self._one_hot:
+            return jax.nn.one_hot(obs, self._one_hot, dtype=jnp.float32)
+        return jnp.asarray(obs, jnp.float32)
+
     def observation_space(self, params):
+        if self._one_hot:
+            return Box(0.0, 1.0, (self._one_hot,), jnp.float32)
         return _space(self.gymnax_env.observation_space(params.env_params))
 
     def action_space(self, params):
@@ -81,4 +96,6 @@ def _strong(tree: Any) -> Any:
 def _space(space: Any) -> Discrete | Box:
     if hasattr(space, "n"):
         return Discrete(int(space.n))
-    return Box(space.low, space.high, tuple(space.shape), jnp.float32)
+    low = jnp.asarray(space.low, jnp.float32)
+    high = jnp.asarray(space.high, jnp.float32)
+    return Box(low, high, tuple(space.shape), jnp.float32)

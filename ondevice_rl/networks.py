@@ -1,8 +1,12 @@
 """Networks (flax.linen): actor-critic, Q-network, and the policy
 distributions they feed.
 
-Networks work on one observation or a batch: shapes ``[..., obs_dim]`` in,
-``[..., num_actions]`` (or ``[..., action_dim]``) and ``[...]`` out.
+Networks work on one observation or a batch: shapes ``[..., *obs_shape]`` in,
+``[..., num_actions]`` (or ``[..., action_dim]``) and ``[...]`` out. The torso
+is chosen by the observation's rank ``obs_ndim`` (``len(obs_shape)``, which the
+networks cannot guess from a batch): vectors ``[..., D]`` go straight to the
+MLP, images ``[..., H, W, C]`` (MinAtar's ``[10, 10, C]``, say) through a small
+CNN (3×3 convolutions, ReLU, flatten) first, and any other rank is flattened.
 """
 
 from collections.abc import Callable, Sequence
@@ -14,6 +18,9 @@ import jax.numpy as jnp
 import numpy as np
 
 ACTIVATIONS = {"tanh": nn.tanh, "relu": nn.relu, "gelu": nn.gelu}
+#: Channels of the image torso's 3×3 convolutions (stride 1, VALID padding):
+#: MinAtar's one layer of 16 (Young & Tian, 2019), ``[10, 10, C] -> [1024]``.
+CONV_CHANNELS = (16,)
 
 
 def sequential_under_vmap(init: Callable) -> Callable:
@@ -51,8 +58,34 @@ def _dense(features: int, scale: float) -> nn.Dense:
     )
 
 
+def _conv(features: int) -> nn.Conv:
+    # Orthogonal kernels go through ``sequential_under_vmap`` like ``_dense``:
+    # a batched QR would risk the XLA:CPU deadlock.
+    return nn.Conv(
+        features,
+        (3, 3),
+        padding="VALID",
+        kernel_init=sequential_under_vmap(nn.initializers.orthogonal(np.sqrt(2))),
+        bias_init=nn.zeros,
+    )
+
+
+def torso(x: jax.Array, obs_ndim: int, conv: Sequence[int]) -> jax.Array:
+    """``[..., *obs_shape] -> [..., F]`` features for the MLP (call it inside a
+    compact module). Rank 1: ``x`` itself; rank 3 ``[..., H, W, C]``: ``conv``
+    3×3 ReLU convolutions, flattened; other ranks: flattened."""
+    batch = x.shape[: x.ndim - obs_ndim]
+    if obs_ndim == 1:
+        return x
+    if obs_ndim == 3:
+        for channels in conv:
+            x = nn.relu(_conv(channels)(x))
+    return x.reshape((*batch, -1))
+
+
 class MLP(nn.Module):
-    """Hidden layers with orthogonal(√2) init, then a linear head.
+    """Hidden layers with orthogonal(√2) init, then a linear head, on top of
+    the ``torso`` for observations of rank ``obs_ndim``.
 
     ``layer_norm`` puts a LayerNorm before each hidden activation (PQN's
     normalised Q-network).
@@ -63,10 +96,13 @@ class MLP(nn.Module):
     out_scale: float
     activation: str = "tanh"
     layer_norm: bool = False
+    obs_ndim: int = 1
+    conv: Sequence[int] = CONV_CHANNELS
 
     @nn.compact
     def __call__(self, x: jax.Array) -> jax.Array:
         act = ACTIVATIONS[self.activation]
+        x = torso(x, self.obs_ndim, self.conv)
         for width in self.hidden:
             x = _dense(width, np.sqrt(2))(x)
             if self.layer_norm:
@@ -76,16 +112,27 @@ class MLP(nn.Module):
 
 
 class QNetwork(nn.Module):
-    """Action values ``[..., obs_dim] -> [..., num_actions]``."""
+    """Action values ``[..., *obs_shape] -> [..., num_actions]`` (``obs_ndim =
+    len(obs_shape)`` picks the torso)."""
 
     num_actions: int
     hidden: Sequence[int] = (120, 84)
     activation: str = "relu"
     layer_norm: bool = False
+    obs_ndim: int = 1
+    conv: Sequence[int] = CONV_CHANNELS
 
     @nn.compact
     def __call__(self, obs: jax.Array) -> jax.Array:
-        mlp = MLP(self.hidden, self.num_actions, 1.0, self.activation, self.layer_norm)
+        mlp = MLP(
+            self.hidden,
+            self.num_actions,
+            1.0,
+            self.activation,
+            self.layer_norm,
+            self.obs_ndim,
+            self.conv,
+        )
         return mlp(obs)
 
 
@@ -99,7 +146,9 @@ class PolicyOutput(NamedTuple):
 
 
 class ActorCritic(nn.Module):
-    """Separate actor and critic MLPs evaluated in one call.
+    """Separate actor and critic networks (each its own torso and MLP)
+    evaluated in one call: ``[..., *obs_shape]`` with ``obs_ndim =
+    len(obs_shape)``.
 
     For continuous actions the log standard deviation is a learned,
     state-independent vector.
@@ -109,10 +158,13 @@ class ActorCritic(nn.Module):
     continuous: bool
     hidden: Sequence[int] = (64, 64)
     activation: str = "tanh"
+    obs_ndim: int = 1
+    conv: Sequence[int] = CONV_CHANNELS
 
     def setup(self):
-        self.actor = MLP(self.hidden, self.action_dim, 0.01, self.activation)
-        self.critic = MLP(self.hidden, 1, 1.0, self.activation)
+        shape = {"obs_ndim": self.obs_ndim, "conv": self.conv}
+        self.actor = MLP(self.hidden, self.action_dim, 0.01, self.activation, **shape)
+        self.critic = MLP(self.hidden, 1, 1.0, self.activation, **shape)
         if self.continuous:
             self.log_std = self.param("log_std", nn.zeros, (self.action_dim,))
 
@@ -121,7 +173,7 @@ class ActorCritic(nn.Module):
         return PolicyOutput(self.actor(obs), log_std, self.value(obs))
 
     def value(self, obs: jax.Array) -> jax.Array:
-        """Critic only: ``[..., obs_dim] -> [...]``."""
+        """Critic only: ``[..., *obs_shape] -> [...]``."""
         return self.critic(obs)[..., 0]
 
 

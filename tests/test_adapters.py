@@ -1,5 +1,8 @@
 """gymnax and brax adapters: same dynamics as our ports, our time limit, no reset."""
 
+import subprocess
+import sys
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -8,6 +11,7 @@ import pytest
 from ondevice_rl import envs
 from ondevice_rl.envs.cartpole import CartPoleState
 from ondevice_rl.rollout import batch_reset
+from ondevice_rl.spaces import Box
 from ondevice_rl.wrappers import AutoReset, EpisodeStats
 
 
@@ -62,7 +66,77 @@ def test_gymnax_step_does_not_reset_and_truncates_at_max_steps():
     assert bool(ts.truncated)
 
 
-@pytest.mark.parametrize("gymnax_id", envs.GYMNAX_IDS)
+#: Scanned with auto-reset here; every gymnax env is stepped under jit and vmap
+#: by tests/test_env_properties.py.
+SCANNED = (
+    "CartPole-v1",
+    "Acrobot-v1",
+    "MountainCar-v0",
+    "MountainCarContinuous-v0",
+    "Pendulum-v1",
+    "Breakout-MinAtar",
+    "FrozenLake-misc",
+)
+
+
+def test_every_gymnax_env_is_registered_or_left_out_with_a_reason():
+    import gymnax
+
+    ours = set(envs.GYMNAX_IDS) | set(envs.GYMNAX_LEFT_OUT)
+    assert ours == set(gymnax.registered_envs)
+    listed = [n for n in envs.names() if n.startswith("gymnax/")]
+    assert sorted(listed) == sorted(f"gymnax/{i}" for i in envs.GYMNAX_IDS)
+    for gymnax_id, why in envs.GYMNAX_LEFT_OUT.items():
+        with pytest.raises(KeyError, match="left out") as info:
+            envs.make(f"gymnax/{gymnax_id}")
+        assert why in str(info.value) and "\n" not in str(info.value)
+
+
+def test_every_gymnax_env_has_float32_box_observations():
+    """Spaces translated; stepping every env under jit and vmap (no reset
+    inside ``step``, truncation exactly at ``max_steps``) is
+    tests/test_env_properties.py's job."""
+    for gymnax_id in envs.GYMNAX_IDS:
+        env, params = envs.make(f"gymnax/{gymnax_id}")
+        space = env.observation_space(params)
+        assert isinstance(space, Box) and space.dtype == jnp.float32, gymnax_id
+        assert int(params.max_steps) >= 1
+
+
+def test_minatar_observations_are_float_images():
+    env, params = envs.make("gymnax/Breakout-MinAtar")
+    assert env.observation_space(params).shape == (10, 10, 4)
+    obs, _ = env.reset(jax.random.PRNGKey(0), params)
+    assert obs.dtype == jnp.float32 and set(np.unique(obs)) <= {0.0, 1.0}
+    env, params = envs.make("gymnax/FrozenLake-misc")  # Discrete obs: one-hot
+    obs, _ = env.reset(jax.random.PRNGKey(0), params)
+    assert obs.shape == env.observation_space(params).shape and obs.sum() == 1
+
+
+def test_unknown_names_give_one_line():
+    with pytest.raises(KeyError) as info:
+        envs.make("gymnax/breakout")
+    message = info.value.args[0]
+    assert "gymnax/Breakout-MinAtar" in message and "\n" not in message
+    with pytest.raises(KeyError, match="Did you mean: gymnax/SpaceInvaders"):
+        envs.make("gymnax/SpaceInvader-MinAtar")
+
+
+def test_brax_missing_says_what_to_install():
+    code = (
+        "import sys; sys.modules['brax'] = None\n"
+        "from ondevice_rl import envs\n"
+        "try:\n    envs.make('brax/hopper')\n"
+        "except KeyError as e:\n    print(e.args[0])\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout
+    assert out.strip().endswith("pip install 'ondevice_rl[brax]'"), out
+    assert len(out.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("gymnax_id", SCANNED)
 def test_gymnax_adapters_scan_with_auto_reset(gymnax_id):
     env, params = envs.make(f"gymnax/{gymnax_id}")
     env = EpisodeStats(AutoReset(env))
@@ -89,19 +163,23 @@ def test_gymnax_adapters_scan_with_auto_reset(gymnax_id):
 
 def test_brax_adapter():
     pytest.importorskip("brax")
-    from ondevice_rl.envs.brax_adapter import BraxAdapter
-
-    env = BraxAdapter("inverted_pendulum", max_steps=5)
-    params = env.default_params()
-    obs, state = env.reset(jax.random.PRNGKey(0), params)
-    assert obs.shape == env.observation_space(params).shape
-    action = jnp.zeros(env.action_space(params).shape)
-    step = jax.jit(env.step)
-    for t in range(5):
-        ts = step(jax.random.PRNGKey(t), state, action, params)
+    env, params = envs.make("brax/inverted_pendulum")
+    assert int(params.max_steps) == 1000
+    params = params._replace(max_steps=jnp.int32(5))
+    keys = jax.random.split(jax.random.PRNGKey(0), 2)
+    obs, state = jax.jit(jax.vmap(env.reset, in_axes=(0, None)))(keys, params)
+    assert obs.shape == (2, *env.observation_space(params).shape)
+    assert obs.dtype == jnp.float32
+    actions = jnp.zeros((2, *env.action_space(params).shape))
+    step = jax.jit(jax.vmap(env.step, in_axes=(0, 0, 0, None)))
+    for _ in range(5):
+        assert not bool(jnp.any(state.time >= 5))
+        ts = step(keys, state, actions, params)
         state = ts.state
-    assert bool(ts.truncated) and ts.reward.shape == ()
-    assert ts.obs.shape == obs.shape
+    assert bool(ts.truncated.all()) and ts.reward.shape == (2,)
+    assert ts.obs.shape == obs.shape and bool(jnp.isfinite(ts.obs).all())
+    assert not bool(ts.terminated.any())  # upright, no force: still balanced
+    np.testing.assert_array_equal(state.time, 5)  # no reset inside step
 
 
 @pytest.mark.parametrize("gymnax_id", envs.GYMNAX_IDS)

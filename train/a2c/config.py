@@ -72,6 +72,11 @@ class A2CConfig(AlgorithmConfig):
     optimizer: str = "rmsprop"
     use_gae: bool = False
     anneal_lr: bool = True
+    #: Standardise observations by running statistics kept in the train state
+    #: (``ondevice_rl.normalize``), and scale rewards by the running std of
+    #: the discounted return. Off: results identical to before they existed.
+    normalize_obs: bool = False
+    normalize_rewards: bool = False
     # Defaults of the traced hyperparameters.
     learning_rate: float = 7e-4
     gamma: float = 0.99
@@ -88,7 +93,7 @@ class A2CConfig(AlgorithmConfig):
                 f"A2CConfig.optimizer must be one of {', '.join(OPTIMIZERS)}, "
                 f"got {self.optimizer!r}"
             )
-        for field in ("use_gae", "anneal_lr"):
+        for field in ("use_gae", "anneal_lr", "normalize_obs", "normalize_rewards"):
             if not isinstance(getattr(self, field), bool):
                 raise ValueError(
                     f"A2CConfig.{field} must be a bool, got {getattr(self, field)!r}"

@@ -19,6 +19,12 @@ from jax.flatten_util import ravel_pytree
 
 from ondevice_rl.metrics import EPISODE_METRICS, EpisodeTracker, episode_metrics
 from ondevice_rl.networks import ActorCritic, sample_action
+from ondevice_rl.normalize import (
+    Normalizer,
+    init_normalizer,
+    normalize_obs,
+    normalize_rollout,
+)
 from ondevice_rl.returns import gae, n_step_returns
 from ondevice_rl.rollout import RolloutState, Transition, batch_reset, rollout
 from ondevice_rl.train.a2c.config import A2CConfig, Hyperparams
@@ -41,6 +47,9 @@ class TrainState(NamedTuple):
     rollout: RolloutState
     update_step: jax.Array  # [] int32, updates done so far
     episodes: EpisodeTracker
+    #: Running obs/reward statistics (``normalize_obs``/``normalize_rewards``);
+    #: ``Normalizer((), ())``, no leaves, when both are off.
+    normalizer: Normalizer = Normalizer((), ())
 
 
 class Trainer(NamedTuple):
@@ -87,7 +96,11 @@ def make_trainer(config: A2CConfig) -> Trainer:
     setup = make_env(config.env)
     env, default_env_params = setup.env, setup.default_params
     network = ActorCritic(
-        setup.action_dim, setup.continuous, config.hidden, config.activation
+        setup.action_dim,
+        setup.continuous,
+        config.hidden,
+        config.activation,
+        obs_ndim=len(setup.obs_shape),  # MLP for vectors, CNN for images
     )
 
     def act(params, obs, key):
@@ -122,8 +135,19 @@ def make_trainer(config: A2CConfig) -> Trainer:
         rollout_state = batch_reset(env, env_params, env_key, config.num_envs)
         rollout_state = rollout_state._replace(key=key)
         opt_state = init_opt_state(params, hp)
+        normalizer = init_normalizer(
+            setup.obs_shape,
+            config.num_envs,
+            config.normalize_obs,
+            config.normalize_rewards,
+        )
         return TrainState(
-            params, opt_state, rollout_state, jnp.int32(0), EpisodeTracker.create()
+            params,
+            opt_state,
+            rollout_state,
+            jnp.int32(0),
+            EpisodeTracker.create(),
+            normalizer,
         )
 
     def learn(params, opt_state, traj: Transition, key, hp: Hyperparams):
@@ -164,9 +188,20 @@ def make_trainer(config: A2CConfig) -> Trainer:
 
     def update(state: TrainState, hp: Hyperparams, env_params=None):
         env_params = default_env_params if env_params is None else env_params
+        norm = state.normalizer
+
+        def act_normalized(params, obs, key):
+            return act(params, normalize_obs(norm, obs), key)
+
         rollout_state, traj, episodes = rollout(
-            env, env_params, act, state.params, state.rollout, config.num_steps
+            env,
+            env_params,
+            act_normalized,
+            state.params,
+            state.rollout,
+            config.num_steps,
         )
+        norm, traj = normalize_rollout(norm, traj, hp.gamma)
         key, learn_key = jax.random.split(rollout_state.key)
         params, opt_state, stats = learn(
             state.params, state.opt_state, traj, learn_key, hp
@@ -180,6 +215,7 @@ def make_trainer(config: A2CConfig) -> Trainer:
             rollout_state._replace(key=key),
             state.update_step + 1,
             tracker,
+            norm,
         )
         return new_state, {**metrics, **stats._asdict()}
 

@@ -66,6 +66,11 @@ class PPOConfig(AlgorithmConfig):
     hidden: tuple[int, ...] = (64, 64)
     activation: str = "tanh"
     anneal_lr: bool = True
+    #: Standardise observations by running statistics kept in the train state
+    #: (``ondevice_rl.normalize``), and scale rewards by the running std of
+    #: the discounted return. Off: results identical to before they existed.
+    normalize_obs: bool = False
+    normalize_rewards: bool = False
     # Defaults of the traced hyperparameters.
     learning_rate: float = 2.5e-4
     gamma: float = 0.99

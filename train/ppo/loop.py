@@ -16,6 +16,12 @@ from jax.flatten_util import ravel_pytree
 
 from ondevice_rl.metrics import EPISODE_METRICS, EpisodeTracker, episode_metrics
 from ondevice_rl.networks import ActorCritic, log_prob, sample_action
+from ondevice_rl.normalize import (
+    Normalizer,
+    init_normalizer,
+    normalize_obs,
+    normalize_rollout,
+)
 from ondevice_rl.returns import gae
 from ondevice_rl.rollout import RolloutState, Transition, batch_reset, rollout
 from ondevice_rl.sharding import all_mean
@@ -41,6 +47,9 @@ class TrainState(NamedTuple):
     rollout: RolloutState
     update_step: jax.Array  # [] int32, updates done so far
     episodes: EpisodeTracker
+    #: Running obs/reward statistics (``normalize_obs``/``normalize_rewards``);
+    #: ``Normalizer((), ())``, no leaves, when both are off.
+    normalizer: Normalizer = Normalizer((), ())
 
 
 class Trainer(NamedTuple):
@@ -86,10 +95,16 @@ def make_trainer(
     axis, and params stay replicated. ``init`` always builds the global state.
     """
     local_batch = config.batch_size // num_devices
+    if axis_name is not None and (config.normalize_obs or config.normalize_rewards):
+        raise ValueError("data-parallel PPO does not normalise obs or rewards")
     setup = make_env(config.env)
     env, default_env_params = setup.env, setup.default_params
     network = ActorCritic(
-        setup.action_dim, setup.continuous, config.hidden, config.activation
+        setup.action_dim,
+        setup.continuous,
+        config.hidden,
+        config.activation,
+        obs_ndim=len(setup.obs_shape),  # MLP for vectors, CNN for images
     )
 
     def act(params, obs, key):
@@ -123,8 +138,19 @@ def make_trainer(
         rollout_state = batch_reset(env, env_params, env_key, config.num_envs)
         rollout_state = rollout_state._replace(key=key)
         opt_state = init_opt_state(params, hp)
+        normalizer = init_normalizer(
+            setup.obs_shape,
+            config.num_envs,
+            config.normalize_obs,
+            config.normalize_rewards,
+        )
         return TrainState(
-            params, opt_state, rollout_state, jnp.int32(0), EpisodeTracker.create()
+            params,
+            opt_state,
+            rollout_state,
+            jnp.int32(0),
+            EpisodeTracker.create(),
+            normalizer,
         )
 
     def learn(params, opt_state, traj: Transition, key, hp: Hyperparams):
@@ -190,9 +216,20 @@ def make_trainer(
 
     def update(state: TrainState, hp: Hyperparams, env_params=None):
         env_params = default_env_params if env_params is None else env_params
+        norm = state.normalizer
+
+        def act_normalized(params, obs, key):
+            return act(params, normalize_obs(norm, obs), key)
+
         rollout_state, traj, episodes = rollout(
-            env, env_params, act, state.params, state.rollout, config.num_steps
+            env,
+            env_params,
+            act_normalized,
+            state.params,
+            state.rollout,
+            config.num_steps,
         )
+        norm, traj = normalize_rollout(norm, traj, hp.gamma)
         key, learn_key = jax.random.split(rollout_state.key)
         params, opt_state, stats = learn(
             state.params, state.opt_state, traj, learn_key, hp
@@ -206,6 +243,7 @@ def make_trainer(
             rollout_state._replace(key=key),
             state.update_step + 1,
             tracker,
+            norm,
         )
         return new_state, {**metrics, **stats._asdict()}
 

@@ -105,7 +105,13 @@ def make_trainer(config: PQNConfig) -> Trainer:
         )
     env, default_env_params = setup.env, setup.default_params
     num_actions = setup.action_dim
-    network = QNetwork(num_actions, config.hidden, config.activation, config.layer_norm)
+    network = QNetwork(
+        num_actions,
+        config.hidden,
+        config.activation,
+        config.layer_norm,
+        obs_ndim=len(setup.obs_shape),  # MLP for vectors, CNN for images
+    )
 
     def epsilon(update_step, hp: Hyperparams) -> jax.Array:
         """Linear from ``eps_start`` to ``eps_end`` over ``exploration_updates``."""

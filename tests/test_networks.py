@@ -1,0 +1,88 @@
+"""Networks: the torso follows the observation's rank (MLP for vectors, CNN
+for images), conv kernels initialise without batched QRs, and every learner's
+policy for a MinAtar env has convolution kernels."""
+
+import re
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from ondevice_rl.networks import ActorCritic, QNetwork
+
+
+def _kernels(params):
+    """``{path: shape}`` of every kernel in ``params``."""
+    flat = jax.tree_util.tree_flatten_with_path(params)[0]
+    return {
+        jax.tree_util.keystr(path): leaf.shape
+        for path, leaf in flat
+        if "kernel" in jax.tree_util.keystr(path)
+    }
+
+
+def test_vector_observations_keep_the_mlp_and_its_parameters():
+    net = ActorCritic(2, False)
+    params = net.init(jax.random.PRNGKey(0), jnp.zeros(4))
+    assert all("Conv" not in path for path in _kernels(params))
+    same = ActorCritic(2, False, obs_ndim=1, conv=(32, 32))  # conv unused for rank 1
+    other = same.init(jax.random.PRNGKey(0), jnp.zeros(4))
+    for a, b in zip(jax.tree.leaves(params), jax.tree.leaves(other), strict=True):
+        np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("conv", [(16,), (16, 32)])
+def test_image_observations_go_through_convolutions(conv):
+    obs = jnp.ones((10, 10, 4))
+    net = ActorCritic(3, False, obs_ndim=3, conv=conv)
+    params = net.init(jax.random.PRNGKey(0), obs)
+    kernels = _kernels(params)
+    convs = sorted(s for p, s in kernels.items() if "Conv" in p)
+    assert len(convs) == 2 * len(conv)  # actor and critic torsos
+    assert (3, 3, 4, conv[0]) in convs
+    side = 10 - 2 * len(conv)  # VALID 3x3 convolutions
+    assert any(s[0] == side * side * conv[-1] for s in kernels.values())
+    batch = jnp.ones((5, 2, 10, 10, 4))  # [T, B, H, W, C]
+    pi = net.apply(params, batch)
+    assert pi.logits_or_mean.shape == (5, 2, 3) and pi.value.shape == (5, 2)
+    one = net.apply(params, obs)
+    np.testing.assert_allclose(one.value, pi.value[0, 0], rtol=1e-5, atol=1e-6)
+
+
+def test_other_ranks_are_flattened():
+    net = QNetwork(3, obs_ndim=2)
+    params = net.init(jax.random.PRNGKey(0), jnp.zeros((10, 5)))
+    assert net.apply(params, jnp.zeros((7, 10, 5))).shape == (7, 3)
+
+
+def test_vmapped_conv_init_runs_one_qr_per_member():
+    # A batched LAPACK QR under vmap is what deadlocked XLA:CPU (see
+    # ondevice_rl.networks.sequential_under_vmap): conv kernels must not use one.
+    net = QNetwork(3, obs_ndim=3)
+    keys = jax.random.split(jax.random.PRNGKey(0), 3)
+    init = jax.vmap(lambda k: net.init(k, jnp.zeros((10, 10, 4))))
+    text = jax.jit(init).lower(keys).compile().as_text()
+    qr_calls = [ln for ln in text.splitlines() if "lapack_sgeqrf" in ln and "=" in ln]
+    assert qr_calls
+    for line in qr_calls:
+        dims = re.search(r"= \(f32\[([\d,]+)\]", line).group(1).split(",")
+        assert len(dims) == 2, line
+    batched = init(keys)
+    single = net.init(keys[1], jnp.zeros((10, 10, 4)))
+    for a, b in zip(jax.tree.leaves(batched), jax.tree.leaves(single), strict=True):
+        np.testing.assert_allclose(a[1], b, rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("algo", ["ppo", "a2c", "pqn"])
+def test_minatar_policies_have_conv_kernels(algo):
+    from ondevice_rl.train.registry import get_algorithm
+
+    algorithm = get_algorithm(algo)
+    config = algorithm.config(env="gymnax/Breakout-MinAtar")
+    trainer = algorithm.make_trainer(config)
+    params = trainer.network.init(jax.random.PRNGKey(0), jnp.zeros((10, 10, 4)))
+    assert any("Conv" in path and len(s) == 4 for path, s in _kernels(params).items())
+    out = trainer.network.apply(params, jnp.zeros((2, 10, 10, 4)))
+    values = out if isinstance(out, jax.Array) else out.logits_or_mean
+    assert values.shape == (2, 3)
