@@ -3,6 +3,10 @@
 Importing this package sets the XLA CPU flag that avoids a deadlock in
 jaxlib's CPU runtime and lowers Threefry without a loop on CPU (see README,
 "CPU notes"); import it before running JAX computations.
+
+``load_policy(run_dir)`` (a trained run's policy) comes from
+``ondevice_rl.train.policy``, imported on first use only: the core never
+imports ``ondevice_rl.train``.
 """
 
 from ondevice_rl._xla import ensure_cpu_scheduler_flag, use_cpu_cores
@@ -28,7 +32,19 @@ __all__ = [
     "TimeStep",
     "Wrapper",
     "envs",
+    "load_policy",
     "make",
     "use_cpu_cores",
 ]
 __version__ = "0.1.0"
+
+_LAZY = {"load_policy": "ondevice_rl.train.policy"}
+
+
+def __getattr__(name: str):
+    """``load_policy``, imported from ``ondevice_rl.train`` on first use."""
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -98,6 +98,23 @@ class Checkpoints:
         )
         return _rewrap_keys(like, restored)
 
+    def restore_fields(self, step: int, like: dict[str, Any]) -> dict[str, Any]:
+        """Only some top-level fields of checkpoint ``step`` (a NamedTuple or
+        dict was saved): ``like`` maps field names to what ``restore`` takes.
+        Other fields are neither read nor checked (a replay buffer, say, or a
+        field added to the state since)."""
+        device = jax.sharding.SingleDeviceSharding(jax.devices()[0])
+        abstract = jax.tree.map(
+            lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=device),
+            _abstract(like),
+        )
+        args = ocp.args.PyTreeRestore(
+            item=abstract,
+            restore_args=ocp.checkpoint_utils.construct_restore_args(abstract),
+            partial_restore=True,
+        )
+        return _rewrap_keys(like, self._manager.restore(step, args=args))
+
 
 def restore(path: str | Path, like: Any) -> Any:
     """Reads the pytree saved at ``path``; ``like`` gives its structure, shapes

@@ -97,8 +97,10 @@ def test_interrupt_keeps_what_was_collected(tmp_path):
     info = json.loads((tmp_path / "config.json").read_text())
     assert info["status"] == "interrupted" and info["updates"] == 6
     assert (tmp_path / "curve.png").read_bytes()[:4] == b"\x89PNG"
-    # The checkpoint holds the state after the 2nd segment.
-    restored = checkpoint.restore(tmp_path / "checkpoint", result.state)
+    # The latest checkpoint holds the state after the 2nd segment.
+    with checkpoint.Checkpoints(tmp_path / "checkpoint") as checkpoints:
+        assert checkpoints.latest() == 6
+        restored = checkpoints.restore(6, result.state)
     _assert_trees_equal(restored, result.state)
     assert int(restored.update_step) == 6
 

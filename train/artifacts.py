@@ -161,7 +161,8 @@ def prepare_run_dir(out: Path, resume: bool = False, force: bool = False) -> Non
 def plot_curve(
     path: Path, metrics: dict[str, np.ndarray], steps_per_update: int, title: str
 ) -> Path:
-    """Episode return (per update, and a moving average) against env steps."""
+    """Episode return (per update, and a moving average) against env steps;
+    ``eval_return`` too, where finite (periodic deterministic evaluation)."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
@@ -188,6 +189,18 @@ def plot_curve(
                 color="tab:blue",
                 lw=2,
                 label=f"mean of {window}",
+            )
+        evals = np.asarray(metrics.get("eval_return", []), np.float64)
+        at = np.flatnonzero(np.isfinite(evals))
+        if len(at):
+            ax.plot(
+                steps[at],
+                evals[at],
+                "o-",
+                color="tab:orange",
+                ms=3,
+                lw=1.5,
+                label="eval (deterministic)",
             )
         ax.legend(loc="lower right")
     else:

@@ -1,8 +1,9 @@
 """What identifies a training run, as stored in its ``config.json``.
 
 ``RunSpec`` holds the learner's config, its traced hyperparameters, the seed,
-env param overrides and the segment length: enough to rebuild the exact
-program and continue the run from a checkpoint (``resume_training``).
+env param overrides, the segment length and the periodic evaluation settings:
+enough to rebuild the exact program and continue the run from a checkpoint
+(``resume_training``).
 """
 
 import json
@@ -14,6 +15,9 @@ import numpy as np
 
 from ondevice_rl import envs
 from ondevice_rl.train.registry import algorithm_of, get_algorithm
+
+#: Episodes per periodic evaluation (``--eval-episodes``) by default.
+DEFAULT_EVAL_EPISODES = 10
 
 
 def env_params_dict(env_params: Any) -> dict | None:
@@ -35,6 +39,8 @@ class RunSpec(NamedTuple):
     seed: int
     env_params: dict | None  # overrides of the env's default params
     segment_length: int
+    eval_every: int | None = None  # evaluate after every N-th update (None: never)
+    eval_episodes: int = DEFAULT_EVAL_EPISODES  # deterministic episodes each time
 
     def env_params_tree(self) -> Any:
         """The env params the program gets (None: the env's defaults)."""
@@ -56,6 +62,8 @@ class RunSpec(NamedTuple):
             "seed": self.seed,
             "env_params": self.env_params,
             "segment_length": self.segment_length,
+            "eval_every": self.eval_every,
+            "eval_episodes": self.eval_episodes,
             "jax": {
                 "version": jax.__version__,
                 "backend": jax.default_backend(),
@@ -79,6 +87,8 @@ class RunSpec(NamedTuple):
                 int(info["seed"]),
                 info.get("env_params"),
                 int(info["segment_length"]),
+                None if info.get("eval_every") is None else int(info["eval_every"]),
+                int(info.get("eval_episodes", DEFAULT_EVAL_EPISODES)),
             )
         except (OSError, json.JSONDecodeError, KeyError, TypeError) as e:
             raise ValueError(f"{path}: not a resumable run ({e!r})") from None

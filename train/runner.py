@@ -20,6 +20,13 @@ compiled code.
 * NaN guard: every segment also returns whether all parameters are still
   finite; with the per-update losses this names the first bad update and
   metric. The run then stops without checkpointing the bad state.
+* Periodic evaluation (``eval_every=N``): inside the segment programs, after
+  every N-th update, ``eval_episodes`` deterministic episodes of the current
+  policy (``train/segments.py``); their mean return is the metric
+  ``eval_return`` (NaN, written null, at other updates; the NaN guard skips
+  it). Segment lengths are made multiples of N so that one program serves.
+* TensorBoard: every metric is also written as a scalar against env steps to
+  event files in ``out_dir`` as segments finish (``train/tensorboard.py``).
 """
 
 import signal
@@ -40,8 +47,17 @@ from ondevice_rl.train.interrupt import stop_at_boundary, wait_ready
 from ondevice_rl.train.memory import check_fits
 from ondevice_rl.train.progress import ProgressBar
 from ondevice_rl.train.registry import algorithm_of
-from ondevice_rl.train.run_spec import RunSpec, env_params_dict
-from ondevice_rl.train.segments import compile_programs
+from ondevice_rl.train.run_spec import DEFAULT_EVAL_EPISODES, RunSpec, env_params_dict
+from ondevice_rl.train.segments import (
+    EVAL_METRIC,
+    Evaluation,
+    compile_programs,
+    eval_key_for,
+    eval_segment_length,
+    plan_of_length,
+    schedule,
+)
+from ondevice_rl.train.tensorboard import TensorBoardLog
 
 DEFAULT_SEGMENTS = 20
 #: Default checkpoint spacing, in seconds of training (at segment boundaries).
@@ -97,11 +113,6 @@ def segment_plan(num_updates: int, num_segments: int = DEFAULT_SEGMENTS) -> list
     return plan_of_length(num_updates, length)
 
 
-def plan_of_length(num_updates: int, length: int) -> list[int]:
-    full, rest = divmod(num_updates, length)
-    return [length] * full + ([rest] if rest else [])
-
-
 def _as_hyperparams(config, hyperparams) -> Any:
     fields = config.HYPERPARAMS._fields
     if hyperparams is None:
@@ -128,6 +139,8 @@ def run_training(
     on_segment: Callable[[int, int, float], None] | None = None,
     checkpoint_every: int | None = None,
     force: bool = False,
+    eval_every: int | None = None,
+    eval_episodes: int = DEFAULT_EVAL_EPISODES,
 ) -> RunResult:
     """Trains ``config`` (any registered learner's) from
     ``jax.random.key(seed)``: the same numbers as ``jax.jit(make_train(config))
@@ -141,10 +154,14 @@ def run_training(
             env_steps, latest_episode_return)``; raising KeyboardInterrupt
             there stops the run like Ctrl-C.
         out_dir: receives ``config.json``, ``metrics.jsonl`` (appended per
-            segment), ``curve.png`` and ``checkpoint/``. A directory holding an
-            earlier run is refused unless ``force`` (replace it).
+            segment), TensorBoard event files, ``curve.png`` and
+            ``checkpoint/``. A directory holding an earlier run is refused
+            unless ``force`` (replace it).
         checkpoint_every: updates between checkpoints (default: time-based,
             see the module docstring).
+        eval_every: evaluate the policy after every ``eval_every``-th update
+            inside the program (``metrics["eval_return"]``); None: never.
+        eval_episodes: deterministic episodes per evaluation.
 
     Raises:
         ValueError: bad seed, hyperparameters or output directory, or a
@@ -154,12 +171,18 @@ def run_training(
         raise ValueError(f"seed must be in [0, 2^32), got {seed}")
     if checkpoint_every is not None and checkpoint_every < 1:
         raise ValueError(f"checkpoint_every must be >= 1, got {checkpoint_every}")
+    for name, value in (("eval_every", eval_every), ("eval_episodes", eval_episodes)):
+        if value is not None and not 1 <= value < 2**31:
+            raise ValueError(f"{name} must be in [1, 2^31), got {value}")
     hp = _as_hyperparams(config, hyperparams)
     if env_params is not None:
         env, _ = envs.make(config.env)
         env_params = env.check_params(env_params_dict(env_params))
     plan = segment_plan(config.num_updates, num_segments or DEFAULT_SEGMENTS)
-    spec = RunSpec(config, hp, seed, env_params, plan[0])
+    length = plan[0]
+    if eval_every is not None:
+        length = eval_segment_length(length, eval_every, config.num_updates)
+    spec = RunSpec(config, hp, seed, env_params, length, eval_every, int(eval_episodes))
     check_fits(config)
     out = Path(out_dir) if out_dir is not None else None
     if out is not None:
@@ -191,6 +214,8 @@ def resume_training(
 
 
 def _first_nonfinite(metrics: dict, params_ok: bool, done: int) -> str | None:
+    # eval_return is NaN between evaluations by design (params_ok covers it).
+    metrics = {k: v for k, v in metrics.items() if k != EVAL_METRIC}
     bad = {k: np.flatnonzero(~np.isfinite(v)) for k, v in metrics.items()}
     bad = {k: int(v[0]) for k, v in bad.items() if len(v)}
     if bad:
@@ -208,8 +233,11 @@ def _train(spec, out, done, progress, on_segment, checkpoint_every) -> RunResult
     env_params = spec.env_params_tree()
     total = config.num_updates
     per_update = config.steps_per_update
-    plan = plan_of_length(total - done, spec.segment_length) if total > done else []
+    every = spec.eval_every
+    plan = schedule(done, total, spec.segment_length, every)
+    evaluation = None if every is None else Evaluation(every, spec.eval_episodes)
     key = jax.random.key(seed)
+    eval_key = eval_key_for(key)
     label = f"{config.env} {algorithm_of(config).name}"
     bar = ProgressBar(total * per_update, label, enabled=progress)
     checkpoints = (
@@ -221,6 +249,8 @@ def _train(spec, out, done, progress, on_segment, checkpoint_every) -> RunResult
         else {}
     )
     info = spec.to_json()
+    info["segments"] = [n for n, _ in schedule(0, total, spec.segment_length, every)]
+    board = TensorBoardLog(out, per_update, done) if out is not None else None
 
     def write_info(**status):
         if out is not None:
@@ -231,7 +261,9 @@ def _train(spec, out, done, progress, on_segment, checkpoint_every) -> RunResult
     message = "stopping after this segment (again to stop now)"
     with bar, stop_at_boundary(lambda m: bar.log(m, True), message) as stop:
         bar.log(f"compiling {len(set(plan)) or 0} segment program(s)...")
-        programs, compile_s = compile_programs(config, key, hp, env_params, plan or [1])
+        programs, compile_s = compile_programs(
+            config, key, hp, env_params, plan or [(1, 0)], evaluation
+        )
         bar.log(f"compiled in {compile_s:.1f} s")
         start = last_save = time.perf_counter()
         state = programs.init(key, hp, env_params)
@@ -240,10 +272,12 @@ def _train(spec, out, done, progress, on_segment, checkpoint_every) -> RunResult
             bar.log(f"resumed from update {done}")
         bar.update(done * per_update, float("nan"), 0.0)
         try:
-            for length in plan:
+            for length, phase in plan:
                 if stop():
                     break
-                state, seg, params_ok = programs.segments[length](state, hp, env_params)
+                extra = () if evaluation is None else (np.int32(done), eval_key)
+                program = programs.segments[(length, phase)]
+                state, seg, params_ok = program(state, hp, env_params, *extra)
                 seg, params_ok = jax.device_get(wait_ready((seg, params_ok)))
                 nonfinite = _first_nonfinite(seg, bool(params_ok), done)
                 chunks.append(seg)
@@ -251,6 +285,10 @@ def _train(spec, out, done, progress, on_segment, checkpoint_every) -> RunResult
                     artifacts.append_metrics(
                         out / artifacts.METRICS_FILE, seg, per_update, done
                     )
+                    board.append(seg, done)
+                for i in np.flatnonzero(np.isfinite(seg.get(EVAL_METRIC, []))):
+                    value = seg[EVAL_METRIC][i]
+                    bar.log(f"update {done + i + 1}: eval return {value:.2f}")
                 done += length
                 if nonfinite:
                     bar.log(f"stopping: {nonfinite}", True)
@@ -276,6 +314,8 @@ def _train(spec, out, done, progress, on_segment, checkpoint_every) -> RunResult
         run_s = time.perf_counter() - start
     if checkpoints is not None:
         checkpoints.__exit__()
+    if board is not None:
+        board.close()
     names = chunks[0] if chunks else earlier
     metrics = {
         k: np.concatenate(

@@ -1,5 +1,5 @@
 """The ``ondevice-rl`` command line: ``train``, ``algos``, ``envs``,
-``recipes``, ``sweep``, ``bench``.
+``recipes``, ``sweep``, ``bench``, ``eval``, ``render``, ``plot``.
 
 Each subcommand lives in its own module of this package exposing
 ``add_subcommands(subparsers, algo)``; the chosen subcommand's parser sets
@@ -15,8 +15,8 @@ import ondevice_rl  # noqa: F401  (sets the XLA CPU flags before JAX starts)
 
 
 def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
-    from ondevice_rl.train.cli import bench, sweep, train
-    from ondevice_rl.train.cli.args import chosen_algorithm
+    from ondevice_rl.train.cli import bench, eval, plot, sweep, train
+    from ondevice_rl.train.cli.args import chosen_algorithm, one_line_errors
 
     algo = chosen_algorithm(sys.argv[1:] if argv is None else argv)
     parser = argparse.ArgumentParser(
@@ -24,9 +24,9 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
         description="Reinforcement learning fused into one compiled JAX program.",
     )
     subparsers = parser.add_subparsers(dest="command", required=True)
-    for module in (train, sweep, bench):
+    for module in (train, sweep, bench, eval, plot):
         module.add_subcommands(subparsers, algo)
-    return parser
+    return one_line_errors(parser)  # e.g. unrecognized arguments
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -99,6 +99,19 @@ def add_subcommands(subparsers, algo: str = DEFAULT) -> None:
         help="number of compiled segments (default 20)",
     )
     train.add_argument("--no-progress", action="store_true", help="no progress bar")
+    train.add_argument(
+        "--eval-every",
+        type=int_arg,
+        metavar="N",
+        help="after every N-th update, evaluate the policy on deterministic "
+        "episodes inside the program (eval_return in metrics.jsonl and curve.png)",
+    )
+    train.add_argument(
+        "--eval-episodes",
+        type=int_arg,
+        metavar="K",
+        help="episodes per evaluation (default 10)",
+    )
     add_config_flags(train, get_algorithm(_known(algo)))
     train.set_defaults(func=_train)
     one_line_errors(train)
@@ -160,6 +173,12 @@ def _resume_flags(args) -> dict:
         raise ValueError(f"--seed {args.seed} differs from the run's ({spec.seed})")
     if args.segments is not None:
         raise ValueError("--segments cannot change on --resume")
+    for flag, value, stored in (
+        ("--eval-every", args.eval_every, spec.eval_every),
+        ("--eval-episodes", args.eval_episodes, spec.eval_episodes),
+    ):
+        if value is not None and value != stored:
+            raise ValueError(f"{flag} {value} differs from the run's ({stored})")
     stored = spec.config.to_dict()
     for field in dataclasses.fields(spec.config):
         value = getattr(args, field.name, None)
@@ -184,10 +203,19 @@ def _check_train_args(args) -> None:
         raise ValueError(
             f"--checkpoint-every must be positive, got {args.checkpoint_every}"
         )
+    for flag, value in (
+        ("--eval-every", args.eval_every),
+        ("--eval-episodes", args.eval_episodes),
+    ):
+        if value is not None and not 0 < value < 2**31:
+            raise ValueError(f"{flag} must be in [1, 2^31), got {value}")
+    if args.eval_episodes is not None and args.eval_every is None and not args.resume:
+        raise ValueError("--eval-episodes needs --eval-every")
 
 
 def _train(args) -> int:
     from ondevice_rl.train.artifacts import RunDirError
+    from ondevice_rl.train.run_spec import DEFAULT_EVAL_EPISODES
     from ondevice_rl.train.runner import resume_training, run_training
 
     try:
@@ -210,6 +238,8 @@ def _train(args) -> int:
                 progress=not args.no_progress,
                 checkpoint_every=args.checkpoint_every,
                 force=args.force,
+                eval_every=args.eval_every,
+                eval_episodes=args.eval_episodes or DEFAULT_EVAL_EPISODES,
             )
         cache = enable_compilation_cache()
         result = run()
@@ -221,6 +251,8 @@ def _train(args) -> int:
 
 
 def _report(args, result, cache) -> int:
+    import numpy as np
+
     from ondevice_rl.train.interrupt import EXIT_STATUS
     from ondevice_rl.train.registry import algorithm_of
 
@@ -247,6 +279,10 @@ def _report(args, result, cache) -> int:
         f"  final return  {result.final_return:8.2f}   (mean of the last "
         f"{min(updates, 10)} updates)"
     )
+    evals = result.metrics.get("eval_return")
+    if evals is not None and np.isfinite(evals).any():
+        at = int(np.flatnonzero(np.isfinite(evals))[-1])
+        print(f"  eval return   {evals[at]:8.2f}   (deterministic, update {at + 1})")
     if result.out_dir is not None:
         print(
             f"  files         {result.out_dir}/ (config.json, metrics.jsonl, "

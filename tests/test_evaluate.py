@@ -1,0 +1,286 @@
+"""Evaluation on the device (train/evaluate.py), ``ondevice-rl eval``, periodic
+evaluation inside the training program (``--eval-every``), TensorBoard files.
+
+One tiny run per registered learner (4 updates in 2 segments, evaluated after
+updates 2 and 4) is trained once for the module and shared, compiled with
+XLA's backend optimisation off (as tests/test_sweep.py does): PPO on
+CartPole (returns vary; observation normalisation on if PPO has it), the
+others on ``Probe-Truncation-v0`` (every episode: 5 steps of reward 1).
+"""
+
+import json
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from ondevice_rl.train import algorithms, get_algorithm
+from ondevice_rl.train.artifacts import read_metrics
+from ondevice_rl.train.bench.transfers import host_ops
+from ondevice_rl.train.cli import main
+from ondevice_rl.train.evaluate import evaluate, summarize
+from ondevice_rl.train.policy import make_policy
+from ondevice_rl.train.programs import PROGRAMS
+from ondevice_rl.train.runner import resume_training, run_training
+from ondevice_rl.train.segments import (
+    Evaluation,
+    compile_programs,
+    eval_key_for,
+    eval_updates,
+    lower_segment,
+)
+from ondevice_rl.train.tensorboard import read_scalars
+
+UPDATES, SEGMENTS, EVERY, EPISODES = 4, 2, 2, 3
+PROBE = "Probe-Truncation-v0"
+FAST = {"xla_backend_optimization_level": 0}
+
+
+@pytest.fixture(autouse=True)
+def _no_persistent_cache(monkeypatch):
+    monkeypatch.setenv("ONDEVICE_RL_CACHE_DIR", "off")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _fast_compiles():
+    saved = PROGRAMS.compiler_options
+    PROGRAMS.compiler_options = FAST
+    yield
+    PROGRAMS.compiler_options = saved
+
+
+def _tiny(name: str, env: str = PROBE):
+    """``UPDATES`` updates of ``name`` on ``env``, small everything."""
+    algorithm = get_algorithm(name)
+    per_update = algorithm.config(env=env).steps_per_update
+    small = {"total_timesteps": UPDATES * per_update, "hidden": (8,)}
+    if "learning_starts" in algorithm.defaults():  # replay learners: learn early
+        small.update(learning_starts=per_update, buffer_size=64, batch_size=8)
+    return algorithm.config(env=env, **small)
+
+
+def _config(name: str):
+    """The module's run of ``name`` (see the module docstring)."""
+    if name != "ppo":
+        return _tiny(name)
+    config = _tiny(name, "CartPole-v1")
+    if "normalize_obs" in get_algorithm(name).defaults():
+        config = config.replace(normalize_obs=True)
+    return config
+
+
+def _train(name, out, **kwargs):
+    return run_training(
+        _config(name), seed=1, out_dir=out, num_segments=SEGMENTS, progress=False,
+        eval_every=EVERY, eval_episodes=EPISODES, **kwargs,
+    )  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """name -> (run dir, RunResult) of every registered learner."""
+    base = tmp_path_factory.mktemp("runs")
+    return {name: (base / name, _train(name, base / name)) for name in algorithms()}
+
+
+def _init_params(trainer):
+    obs = jnp.zeros(trainer.env.observation_space(trainer.default_env_params).shape)
+    return trainer.network.init(jax.random.key(0), obs)
+
+
+@pytest.mark.parametrize("deterministic", [True, False])
+def test_probe_truncation_every_episode_is_five_steps_of_reward_one(deterministic):
+    trainer = get_algorithm("ppo").make_trainer(_tiny("ppo"))
+    policy = make_policy(trainer)
+    result = jax.jit(
+        lambda p, k: evaluate(policy, p, trainer.env, None, k, 7, deterministic)
+    )(_init_params(trainer), jax.random.key(0))
+    assert result["return"].shape == result["length"].shape == (7,)
+    np.testing.assert_array_equal(result["return"], 5.0)
+    np.testing.assert_array_equal(result["length"], 5)
+    summary = summarize(result)
+    assert summary["episodes"] == 7
+    assert summary["return"] == {"mean": 5.0, "std": 0.0, "min": 5.0, "max": 5.0}
+
+
+def test_eval_every_writes_eval_return_at_the_right_updates(runs):
+    for name, (out, result) in runs.items():
+        rows = read_metrics(out / "metrics.jsonl")
+        assert [r["update"] for r in rows] == list(range(1, UPDATES + 1)), name
+        evaluated = [r["update"] for r in rows if r["eval_return"] is not None]
+        assert evaluated == [2, 4], name
+        if name != "ppo":  # the probe: 5 steps of reward 1
+            assert [r["eval_return"] for r in rows[1::2]] == [5.0, 5.0]
+        np.testing.assert_array_equal(
+            np.isfinite(result.metrics["eval_return"]), [False, True, False, True]
+        )
+        assert result.nonfinite is None and not result.interrupted  # NaN guard quiet
+        info = json.loads((out / "config.json").read_text())
+        assert (info["eval_every"], info["eval_episodes"]) == (EVERY, EPISODES)
+
+
+def test_eval_positions_follow_the_absolute_update_count():
+    assert eval_updates(6, 0, 2) == [1, 3, 5]
+    assert eval_updates(6, 1, 2) == [0, 2, 4]
+    assert eval_updates(3, 0, 4) == []
+    assert eval_updates(3, 2, 4) == [1]
+
+
+def test_segments_cut_off_the_evaluation_grid_give_the_same_numbers(runs):
+    """After a resume that extended a run, segments start between evaluations
+    (phase ≠ 0); evaluations still land on every EVERY-th update, equal."""
+    config, (_, whole) = _config("ppo"), runs["ppo"]
+    key, hp = jax.random.key(1), config.hyperparams
+    plan = [(0, (1, 0)), (1, (1, 1)), (2, (2, 0))]  # (2, 0): the whole run's
+    evaluation = Evaluation(EVERY, EPISODES)
+    programs, _ = compile_programs(
+        config, key, hp, None, [p for _, p in plan], evaluation
+    )
+    state = programs.init(key, hp, None)
+    chunks = []
+    for start, (length, phase) in plan:
+        segment = programs.segments[(length, phase)]
+        state, metrics, _ = segment(state, hp, None, np.int32(start), eval_key_for(key))
+        chunks.append(jax.device_get(metrics))
+    for name, values in whole.metrics.items():
+        np.testing.assert_array_equal(np.concatenate([c[name] for c in chunks]), values)
+    assert np.isfinite(whole.metrics["eval_return"]).tolist() == [0, 1, 0, 1]
+
+
+def test_segment_with_evaluation_is_host_silent(runs):
+    del runs  # its programs are in the cache
+    config = _config("ppo")
+    key, hp = jax.random.key(1), config.hyperparams
+    lowered = lower_segment(config, key, hp, None, 2, 0, Evaluation(EVERY, EPISODES))
+    compiled = [p for k, p in PROGRAMS.entries() if k[0] == "segment-eval"]
+    assert compiled and host_ops(lowered, *compiled) == []
+
+
+def test_evaluation_leaves_training_unchanged_and_resumes_equal(runs, tmp_path):
+    out_dir, whole = runs["ppo"]
+    plain = run_training(_config("ppo"), seed=1, num_segments=SEGMENTS, progress=False)
+    for name, values in plain.metrics.items():
+        np.testing.assert_array_equal(whole.metrics[name], values)
+
+    def stop_after_first(done, steps, latest):
+        raise KeyboardInterrupt
+
+    out = tmp_path / "stopped"
+    first = _train("ppo", out, on_segment=stop_after_first)
+    assert first.interrupted and first.checkpoint == UPDATES // SEGMENTS
+    rest = resume_training(out, progress=False)
+    assert rest.resumed_from == 2
+    for name, values in whole.metrics.items():
+        np.testing.assert_array_equal(rest.metrics[name], values)
+    assert read_metrics(out / "metrics.jsonl") == read_metrics(
+        out_dir / "metrics.jsonl"
+    )
+
+
+def test_tensorboard_files_hold_every_metric_against_env_steps(runs):
+    out, result = runs["ppo"]
+    scalars = read_scalars(out)
+    rows = read_metrics(out / "metrics.jsonl")
+    assert set(scalars) == set(result.metrics)
+    steps = [r["env_steps"] for r in rows]
+    assert [s for s, _ in scalars["episode_return"]] == steps
+    np.testing.assert_allclose(
+        [v for _, v in scalars["episode_return"]],
+        [r["episode_return"] for r in rows],
+        rtol=1e-6,
+    )
+    assert [s for s, _ in scalars["eval_return"]] == [steps[1], steps[3]]
+
+
+def test_plot_of_real_runs_and_their_evaluations(runs, tmp_path, capsys):
+    dirs = [str(out) for out, _ in runs.values()]
+    for metric in ("episode_return", "eval_return"):
+        png = tmp_path / f"{metric}.png"
+        assert main(["plot", *dirs, "--metric", metric, "--out", str(png)]) == 0
+        assert png.read_bytes()[:4] == b"\x89PNG"
+    assert f"{len(dirs)} curve(s)" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("name", algorithms())
+def test_eval_cli_for_every_learner(name, runs, capsys):
+    out, _ = runs[name]
+    assert main(["eval", str(out), "--episodes", "5", "--deterministic"]) == 0
+    stdout = capsys.readouterr().out
+    assert "5 episodes, deterministic" in stdout and "return" in stdout
+    text = (out / "eval.json").read_text()
+    record = json.loads(text, parse_constant=lambda c: pytest.fail(f"bare {c}"))
+    assert record["algo"] == name and record["checkpoint"] == UPDATES
+    assert len(record["episode_returns"]) == record["episodes"] == 5
+    returns, lengths = record["episode_returns"], record["episode_lengths"]
+    assert returns == [float(n) for n in lengths]  # one reward per step
+    assert record["return"]["mean"] == pytest.approx(np.mean(returns))
+    assert record["return"]["max"] == max(returns)
+    if name != "ppo":
+        assert lengths == [5] * 5
+        assert record["return"] == {"mean": 5.0, "std": 0.0, "min": 5.0, "max": 5.0}
+    else:
+        assert all(1 <= n <= 500 for n in lengths)
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["eval", "{missing}"], "no such run directory"),
+        (["eval", "{empty}"], "not a run directory (no config.json)"),
+        (["eval", "{run}", "--episodes", "0"], "not a positive integer"),
+        (["eval", "{run}", "--seed", "-1"], "--seed must be in [0, 2^32)"),
+        (["eval", "{run}", "--episodes", "lots"], "not an integer"),
+        (["train", "--eval-every", "0"], "--eval-every must be in [1, 2^31)"),
+        (["train", "--eval-episodes", "3"], "--eval-episodes needs --eval-every"),
+        (
+            ["train", "--resume", "{run}", "--eval-every", "3"],
+            "--eval-every 3 differs from the run's (2)",
+        ),
+    ],
+)
+def test_bad_eval_input_is_one_line_and_exit_2(argv, message, runs, tmp_path, capsys):
+    (tmp_path / "empty").mkdir()
+    paths = {
+        "missing": tmp_path / "missing",
+        "empty": tmp_path / "empty",
+        "run": runs["ppo"][0],
+    }
+    argv = [a.format(**paths) for a in argv]
+    try:
+        rc = main(argv)
+    except SystemExit as e:
+        rc = e.code
+    assert rc == 2
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1, err
+
+
+def test_eval_of_a_run_without_checkpoint_is_one_line(runs, tmp_path, capsys):
+    out = tmp_path / "fresh"
+    out.mkdir()
+    (out / "config.json").write_text((runs["ppo"][0] / "config.json").read_text())
+    assert main(["eval", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "no checkpoint yet" in err and err.count("\n") == 1
+
+
+def test_policies_see_observations_as_the_learner_did(runs):
+    """With observation normalisation on, acting (eval, load_policy, the
+    in-program evaluation) standardises obs with the checkpoint's statistics."""
+    config, (out, _) = _config("ppo"), runs["ppo"]
+    if not getattr(config, "normalize_obs", False):
+        pytest.skip("PPO has no observation normalisation")
+    from ondevice_rl.normalize import normalize
+    from ondevice_rl.train.policy import load_run
+
+    run = load_run(out)
+    stats = run.params.normalizer.obs
+    assert float(stats.count) > 1  # the statistics were restored
+    obs = jax.random.normal(jax.random.key(2), (64, 4)) * 3
+    seen = normalize(stats, obs)
+    logits = run.trainer.network.apply(run.params.network, seen).logits_or_mean
+    acted = make_policy(run.trainer)(run.params, obs, None, True)
+    np.testing.assert_array_equal(acted, jnp.argmax(logits, -1))
+    raw = run.trainer.network.apply(run.params.network, obs).logits_or_mean
+    assert np.any(np.asarray(acted) != np.asarray(jnp.argmax(raw, -1)))

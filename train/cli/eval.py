@@ -1,0 +1,192 @@
+"""``ondevice-rl eval`` and ``ondevice-rl render``: use what you trained.
+
+``eval RUN_DIR`` restores the run's latest checkpoint and runs ``--episodes``
+whole episodes on the device, vmapped in one compiled program
+(``train/evaluate.py``); it prints mean ± std, min and max of the returns and
+lengths and writes ``eval.json`` (strict JSON) into RUN_DIR. ``render
+RUN_DIR --out episode.gif`` draws one episode (``train/render.py``).
+"""
+
+import sys
+import time
+from pathlib import Path
+
+from ondevice_rl.train.cli.args import int_arg, one_line_errors, positive_int_arg
+
+EVAL_FILE = "eval.json"
+
+
+def _seed_arg(parser) -> None:
+    parser.add_argument(
+        "--seed", type=int_arg, default=0, help="PRNG seed in [0, 2^32) (default 0)"
+    )
+
+
+def add_subcommands(subparsers, algo: str | None = None) -> None:
+    del algo  # the run directory says which learner
+    evaluate = subparsers.add_parser(
+        "eval",
+        help="evaluate a trained run's policy on many episodes, on the device",
+        description="Restore RUN_DIR's latest checkpoint and run whole episodes "
+        "vmapped in one compiled program; print return and length statistics "
+        f"and write {EVAL_FILE} into RUN_DIR.",
+    )
+    evaluate.add_argument("run_dir", type=Path, metavar="RUN_DIR")
+    evaluate.add_argument(
+        "--episodes",
+        type=positive_int_arg,
+        default=1000,
+        metavar="N",
+        help="episodes, run at once (default 1000)",
+    )
+    evaluate.add_argument(
+        "--deterministic",
+        action="store_true",
+        help="greedy actions (argmax / Gaussian mean) instead of sampled ones",
+    )
+    _seed_arg(evaluate)
+    evaluate.add_argument("--debug", action="store_true", help="show tracebacks")
+    evaluate.set_defaults(func=_eval)
+    one_line_errors(evaluate)
+
+    render = subparsers.add_parser(
+        "render",
+        help="draw one episode of a trained run's policy to a GIF or MP4",
+        description="One episode of RUN_DIR's policy, stepped on the device, "
+        "drawn by gymnasium's renderer (needs pygame: pip install "
+        "'ondevice_rl[render]').",
+    )
+    render.add_argument("run_dir", type=Path, metavar="RUN_DIR")
+    render.add_argument(
+        "--out",
+        type=Path,
+        help="episode.gif or episode.mp4 (default: RUN_DIR/episode.gif)",
+    )
+    render.add_argument(
+        "--deterministic", action="store_true", help="greedy actions, not sampled"
+    )
+    render.add_argument(
+        "--fps", type=positive_int_arg, metavar="N", help="(default: the env's)"
+    )
+    render.add_argument(
+        "--scale",
+        type=float,
+        default=1.0,
+        metavar="X",
+        help="resize the frames by X (default 1)",
+    )
+    _seed_arg(render)
+    render.add_argument("--debug", action="store_true", help="show tracebacks")
+    render.set_defaults(func=_render)
+    one_line_errors(render)
+
+
+def _error(command: str, message: object) -> int:
+    if isinstance(message, KeyError) and message.args:
+        message = message.args[0]
+    print(f"ondevice-rl {command}: error: {message}", file=sys.stderr)
+    return 2
+
+
+def _check_seed(seed: int) -> None:
+    if not 0 <= seed < 2**32:
+        raise ValueError(f"--seed must be in [0, 2^32), got {seed}")
+
+
+def evaluate_run(run_dir: Path, episodes: int, deterministic: bool, seed: int):
+    """``(loaded run, evaluate's [episodes] arrays as NumPy, compile s, run s)``."""
+    import jax
+
+    from ondevice_rl.train.evaluate import evaluate
+    from ondevice_rl.train.policy import load_run, make_policy
+
+    if episodes >= 2**31:
+        raise ValueError(f"--episodes must be below 2^31, got {episodes}")
+    run = load_run(run_dir)
+    trainer = run.trainer
+    policy = make_policy(trainer)
+    env_params = run.spec.env_params_tree()
+    env_params = trainer.default_env_params if env_params is None else env_params
+
+    def program(params, key):
+        return evaluate(
+            policy, params, trainer.env, env_params, key, episodes, deterministic
+        )
+
+    key = jax.random.key(seed)
+    start = time.perf_counter()
+    compiled = jax.jit(program).lower(run.params, key).compile()
+    compile_s = time.perf_counter() - start
+    result = jax.device_get(compiled(run.params, key))
+    return run, result, compile_s, time.perf_counter() - start - compile_s
+
+
+def _eval(args) -> int:
+    from ondevice_rl.train.artifacts import write_json
+    from ondevice_rl.train.evaluate import summarize
+    from ondevice_rl.train.registry import algorithm_of
+
+    try:
+        _check_seed(args.seed)
+        run, result, compile_s, run_s = evaluate_run(
+            args.run_dir, args.episodes, args.deterministic, args.seed
+        )
+    except (ValueError, KeyError, OSError) as e:
+        if args.debug:
+            raise
+        return _error("eval", e)
+    summary = summarize(result)
+    config = run.spec.config
+    mode = "deterministic" if args.deterministic else "sampled"
+    print(
+        f"{config.env} ({algorithm_of(config).name}), checkpoint at update "
+        f"{run.step}: {args.episodes} episodes, {mode} actions"
+    )
+    for name in ("return", "length"):
+        s = summary[name]
+        print(
+            f"  {name:<8} {s['mean']:10.2f} ± {s['std']:<8.2f} "
+            f"(min {s['min']:.2f}, max {s['max']:.2f})"
+        )
+    print(f"  compile  {compile_s:10.2f} s, run {run_s:.2f} s")
+    record = {
+        "env": config.env,
+        "algo": algorithm_of(config).name,
+        "checkpoint": run.step,
+        "episodes": args.episodes,
+        "deterministic": args.deterministic,
+        "seed": args.seed,
+        "return": summary["return"],
+        "length": summary["length"],
+        "compile_s": compile_s,
+        "run_s": run_s,
+        "episode_returns": [float(x) for x in result["return"]],
+        "episode_lengths": [int(x) for x in result["length"]],
+    }
+    path = args.run_dir / EVAL_FILE
+    try:
+        write_json(path, record)
+    except OSError as e:
+        return _error("eval", f"cannot write {path} ({e.strerror})")
+    print(f"  file     {path}")
+    return 0
+
+
+def _render(args) -> int:
+    from ondevice_rl.train.render import render_run
+
+    out = args.out if args.out is not None else args.run_dir / "episode.gif"
+    try:
+        _check_seed(args.seed)
+        done = render_run(
+            args.run_dir, out, args.seed, args.deterministic, args.fps, args.scale
+        )
+    except (ValueError, KeyError, OSError) as e:
+        if args.debug:
+            raise
+        return _error("render", e)
+    print(
+        f"wrote {done['path']}: {done['frames']} frames, return "
+        f"{done['return']:.2f}, length {done['length']}"
+    )
+    return 0

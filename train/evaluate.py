@@ -1,0 +1,95 @@
+"""Evaluation on the device: ``E`` whole episodes, vmapped, one program.
+
+``evaluate(policy, params, env, env_params, key, episodes, deterministic)``
+resets ``E`` environments and steps them in one ``lax.while_loop`` until
+every episode has ended (terminated, or truncated by the env's time limit,
+so the loop always ends). A finished episode's state is frozen and its
+return and length stop counting (done-masking). Pure and host-silent: jit
+it, or call it inside a training program (``train/segments.py``).
+"""
+
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+
+def _select(pred: jax.Array, on_true: Any, on_false: Any) -> Any:
+    """Per-episode ``where`` over a batched pytree (``pred`` ``[E]``)."""
+
+    def pick(a, b):
+        return jnp.where(pred.reshape(pred.shape + (1,) * (a.ndim - 1)), a, b)
+
+    return jax.tree.map(pick, on_true, on_false)
+
+
+def evaluate(
+    policy: Any,
+    params: Any,
+    env: Any,
+    env_params: Any,
+    key: jax.Array,
+    episodes: int,
+    deterministic: bool,
+) -> dict[str, jax.Array]:
+    """Runs ``episodes`` episodes of ``policy`` in ``env``.
+
+    Args:
+        policy: ``policy(params, obs [E, *obs_shape], key, deterministic) ->
+            env_action [E, ...]`` (``train/policy.py``'s ``make_policy``).
+        env: an environment; wrappers are stripped (``env.unwrapped``) so
+            that episodes end instead of restarting.
+        env_params: its params (None: its defaults).
+        episodes: ``E``, static.
+        deterministic: Python bool, passed to ``policy``.
+
+    Returns:
+        ``{"return": [E] float32, "length": [E] int32}``.
+    """
+    env = getattr(env, "unwrapped", env)
+    if env_params is None:
+        env_params = env.default_params()
+    reset_key, key = jax.random.split(key)
+    reset = jax.vmap(env.reset, in_axes=(0, None))
+    step = jax.vmap(env.step, in_axes=(0, 0, 0, None))
+    obs, state = reset(jax.random.split(reset_key, episodes), env_params)
+    done = jnp.zeros((episodes,), jnp.bool_)
+    returns = jnp.zeros((episodes,), jnp.float32)
+    lengths = jnp.zeros((episodes,), jnp.int32)
+
+    def running(carry):
+        return ~jnp.all(carry[2])
+
+    def one_step(carry):
+        state, obs, done, returns, lengths, key = carry
+        key, act_key, step_key = jax.random.split(key, 3)
+        action = policy(params, obs, act_key, deterministic)
+        ts = step(jax.random.split(step_key, episodes), state, action, env_params)
+        active = ~done
+        returns = returns + jnp.where(active, ts.reward, 0.0)
+        lengths = lengths + active.astype(jnp.int32)
+        state = _select(active, ts.state, state)
+        obs = _select(active, ts.obs, obs)
+        done = done | ts.terminated | ts.truncated
+        return state, obs, done, returns, lengths, key
+
+    carry = (state, obs, done, returns, lengths, key)
+    _, _, _, returns, lengths, _ = jax.lax.while_loop(running, one_step, carry)
+    return {"return": returns, "length": lengths}
+
+
+def summarize(result: dict[str, Any]) -> dict[str, Any]:
+    """Mean, std, min and max of each ``[E]`` array of ``evaluate``'s result,
+    as Python floats, plus ``episodes``."""
+    summary: dict[str, Any] = {}
+    for name, values in result.items():
+        values = np.asarray(values, np.float64)
+        summary[name] = {
+            "mean": float(values.mean()),
+            "std": float(values.std()),
+            "min": float(values.min()),
+            "max": float(values.max()),
+        }
+        summary["episodes"] = int(values.shape[0])
+    return summary

@@ -1,0 +1,252 @@
+"""Watch a trained policy: one episode drawn to a GIF or an MP4.
+
+The episode runs on the device: our env (wrappers stripped) stepped by the
+trained policy in one jitted ``lax.scan`` up to the time limit, with
+done-masking, returning every state. Frames are then drawn on the host by
+gymnasium's own renderer (``render_mode="rgb_array"``, needs pygame: ``pip
+install 'ondevice_rl[render]'``) after setting its state from ours with
+``envs/gymnasium_sync.py``'s ``SYNC_FUNCTIONS``: the native classic-control
+ports and their ``gymnax/...`` twins. Other envs (probes, brax) cannot be
+rendered: ``renderer`` says so in one line.
+
+GIFs are written with Pillow; MP4s with an ffmpeg executable, from
+imageio-ffmpeg or matplotlib's ``animation.ffmpeg_path``.
+"""
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ondevice_rl.envs.gymnasium_sync import SYNC_FUNCTIONS
+
+
+def _gymnax_acrobot(state: Any) -> Any:
+    return SimpleNamespace(
+        theta1=state.joint_angle1,
+        theta2=state.joint_angle2,
+        dtheta1=state.velocity_1,
+        dtheta2=state.velocity_2,
+        time=state.time,
+    )
+
+
+def _same(state: Any) -> Any:
+    return state
+
+
+#: Renderable env name -> (gymnasium id, our state -> the sync function's).
+RENDERABLE: dict[str, tuple[str, Any]] = {
+    **{name: (name, _same) for name in SYNC_FUNCTIONS},
+    **{f"gymnax/{name}": (name, _same) for name in SYNC_FUNCTIONS},
+    "gymnax/Acrobot-v1": ("Acrobot-v1", _gymnax_acrobot),
+}
+
+
+_SDL_QUIET = {
+    "PYGAME_HIDE_SUPPORT_PROMPT": "1",
+    "SDL_VIDEODRIVER": "dummy",
+    "SDL_AUDIODRIVER": "dummy",
+}
+
+
+class Renderer:
+    """Draws our states with gymnasium's renderer: ``draw(state, action)
+    -> [H, W, 3]`` uint8 (``state`` one unbatched host state)."""
+
+    def __init__(self, env_name: str):
+        if env_name not in RENDERABLE:
+            raise ValueError(
+                f"{env_name} cannot be rendered (renderable: "
+                f"{', '.join(sorted(RENDERABLE))})"
+            )
+        gym_id, self.adapt = RENDERABLE[env_name]
+        self.sync = SYNC_FUNCTIONS[gym_id]
+        # Headless and silent: no window, no sound card, no greeting.
+        for name, value in _SDL_QUIET.items():
+            os.environ.setdefault(name, value)
+        try:
+            import pygame  # noqa: F401
+        except ImportError:
+            raise ValueError(
+                f"rendering {env_name} needs pygame: pip install "
+                "'ondevice_rl[render]' (or pip install pygame)"
+            ) from None
+        import gymnasium as gym
+
+        self.env = gym.make(gym_id, render_mode="rgb_array")
+        self.env.reset(seed=0)
+        self.fps = int(self.env.metadata.get("render_fps", 30))
+
+    def draw(self, state: Any, action: Any = None) -> np.ndarray:
+        self.sync(self.env, self.adapt(state))
+        unwrapped = self.env.unwrapped
+        if action is not None and hasattr(unwrapped, "last_u"):
+            unwrapped.last_u = float(np.asarray(action).reshape(-1)[0])  # Pendulum
+        return np.asarray(self.env.render(), np.uint8)
+
+    def close(self) -> None:
+        self.env.close()
+
+
+def episode(policy, params, env, env_params, key, deterministic, max_steps):
+    """One episode, jitted: ``(state0, states, actions, rewards, active)``
+    with leading axis ``[max_steps]``; step ``t`` belongs to the episode
+    where ``active[t]`` (its length is ``active.sum()``)."""
+    env = getattr(env, "unwrapped", env)
+
+    def run(params, key):
+        reset_key, key = jax.random.split(key)
+        obs, state = env.reset(reset_key, env_params)
+
+        def one_step(carry, _):
+            state, obs, done, key = carry
+            key, act_key, step_key = jax.random.split(key, 3)
+            action = policy(params, obs, act_key, deterministic)
+            ts = env.step(step_key, state, action, env_params)
+            active = ~done
+            keep = jax.tree.map(lambda a, b: jnp.where(active, a, b), ts.state, state)
+            obs = jnp.where(active, ts.obs, obs)
+            done = done | ts.terminated | ts.truncated
+            reward = jnp.where(active, ts.reward, 0.0)
+            return (keep, obs, done, key), (keep, action, reward, active)
+
+        carry = (state, obs, jnp.bool_(False), key)
+        _, steps = jax.lax.scan(one_step, carry, None, length=max_steps)
+        return (state, *steps)
+
+    return jax.device_get(jax.jit(run)(params, key))
+
+
+NO_FFMPEG = (
+    "writing .mp4 needs ffmpeg: pip install imageio-ffmpeg (or "
+    "'ondevice_rl[render]'), or write a .gif"
+)
+
+
+def ffmpeg_executable() -> str | None:
+    """imageio-ffmpeg's bundled ffmpeg, else matplotlib's ffmpeg if on PATH."""
+    try:
+        import imageio_ffmpeg
+
+        return imageio_ffmpeg.get_ffmpeg_exe()
+    except (ImportError, RuntimeError):
+        pass
+    from matplotlib import rcParams
+
+    return shutil.which(rcParams["animation.ffmpeg_path"])
+
+
+def write_video(frames: list[np.ndarray], path: Path, fps: int) -> Path:
+    """``.gif`` (Pillow) or ``.mp4`` (ffmpeg) of ``[H, W, 3]`` uint8 frames;
+    ValueError (one line) for another suffix or a missing encoder."""
+    path = Path(path)
+    suffix = path.suffix.lower()
+    if suffix == ".gif":
+        from PIL import Image
+
+        # One palette for all frames, from a few spread over the episode, no
+        # dithering: far smaller files than a palette (and noise) per frame.
+        picks = np.linspace(0, len(frames) - 1, min(8, len(frames))).astype(int)
+        sample = Image.fromarray(np.concatenate([frames[i] for i in picks]))
+        none = Image.Dither.NONE
+        palette = sample.quantize(colors=64, dither=none)
+        images = [
+            Image.fromarray(f).quantize(palette=palette, dither=none) for f in frames
+        ]
+        duration = max(20, round(1000 / fps / 10) * 10)  # GIFs count in 10 ms
+        images[0].save(
+            path, save_all=True, append_images=images[1:], duration=duration, loop=0
+        )
+        return path
+    if suffix != ".mp4":
+        raise ValueError(f"--out {path}: write a .gif or an .mp4")
+    exe = ffmpeg_executable()
+    if exe is None:
+        raise ValueError(NO_FFMPEG)
+    height, width, _ = frames[0].shape
+    command = [
+        exe, "-y", "-loglevel", "error", "-f", "rawvideo", "-pix_fmt", "rgb24",
+        "-s", f"{width}x{height}", "-r", str(fps), "-i", "-", "-an",
+        "-vf", "pad=ceil(iw/2)*2:ceil(ih/2)*2", "-vcodec", "libx264",
+        "-pix_fmt", "yuv420p", str(path),
+    ]  # fmt: skip
+    done = subprocess.run(
+        command, input=np.stack(frames).tobytes(), capture_output=True
+    )
+    if done.returncode != 0:
+        message = done.stderr.decode(errors="replace").strip().splitlines()
+        raise ValueError(
+            f"ffmpeg failed: {message[-1] if message else done.returncode}"
+        )
+    return path
+
+
+def _resized(frame: np.ndarray, scale: float) -> np.ndarray:
+    from PIL import Image
+
+    height, width, _ = frame.shape
+    size = (max(1, round(width * scale)), max(1, round(height * scale)))
+    return np.asarray(Image.fromarray(frame).resize(size, Image.BOX))
+
+
+def render_run(
+    run_dir: str | Path,
+    out: str | Path,
+    seed: int = 0,
+    deterministic: bool = False,
+    fps: int | None = None,
+    scale: float = 1.0,
+) -> dict:
+    """Renders one episode of ``run_dir``'s trained policy to ``out`` (``.gif``
+    or ``.mp4``), frames resized by ``scale``; returns ``{"path", "frames",
+    "return", "length"}``. ValueError (one line) for a run or env that cannot
+    be rendered."""
+    from ondevice_rl.train.policy import load_run, load_spec, make_policy
+
+    out = Path(out)
+    if out.suffix.lower() not in (".gif", ".mp4"):
+        raise ValueError(f"--out {out}: write a .gif or an .mp4")
+    if not 0 < scale <= 4:
+        raise ValueError(f"--scale must be in (0, 4], got {scale}")
+    if out.suffix.lower() == ".mp4" and ffmpeg_executable() is None:
+        raise ValueError(NO_FFMPEG)  # before any work
+    renderer = Renderer(load_spec(run_dir).config.env)  # env, pygame: first
+    try:
+        run = load_run(run_dir)
+        trainer = run.trainer
+        env_params = run.spec.env_params_tree()
+        if env_params is None:
+            env_params = trainer.default_env_params
+        max_steps = int(env_params.max_steps)
+        state0, states, actions, rewards, active = episode(
+            make_policy(trainer),
+            run.params,
+            trainer.env,
+            env_params,
+            jax.random.key(seed),
+            deterministic,
+            max_steps,
+        )
+        length = int(active.sum())
+        frames = [renderer.draw(state0)]
+        for t in range(length):
+            at = jax.tree.map(lambda x, t=t: x[t], (states, actions))
+            frames.append(renderer.draw(*at))
+        if scale != 1.0:
+            frames = [_resized(f, scale) for f in frames]
+        write_video(frames, out, fps or renderer.fps)
+    finally:
+        renderer.close()
+    return {
+        "path": out,
+        "frames": len(frames),
+        "return": float(rewards.sum()),
+        "length": length,
+    }

@@ -1,0 +1,83 @@
+"""TensorBoard event files beside ``metrics.jsonl``.
+
+``TensorBoardLog(run_dir)`` writes, as segments finish, every metric of every
+update as a scalar (tag = the metric's name) against env steps, with
+``tensorboardX``; non-finite values (``eval_return`` between evaluations)
+are skipped. ``tensorboard --logdir runs/`` then shows every run. A resumed
+run opens a new event file with ``purge_step`` at the checkpoint, so the
+rows the interrupted run wrote after it are hidden, as they are dropped from
+``metrics.jsonl``. ``read_scalars(run_dir)`` reads them back (tests, tools).
+"""
+
+import math
+import struct
+from pathlib import Path
+
+import numpy as np
+
+EVENT_GLOB = "events.out.tfevents.*"
+
+
+class TensorBoardLog:
+    """Scalars of a run into ``run_dir`` (a no-op if tensorboardX is missing:
+    ``enabled`` is False then)."""
+
+    def __init__(self, run_dir: Path, steps_per_update: int, first_update: int = 0):
+        self.steps_per_update = steps_per_update
+        try:
+            from tensorboardX import SummaryWriter
+        except ImportError:
+            self.writer = None
+            return
+        purge = first_update * steps_per_update + 1 if first_update else None
+        self.writer = SummaryWriter(logdir=str(run_dir), purge_step=purge)
+
+    @property
+    def enabled(self) -> bool:
+        return self.writer is not None
+
+    def append(self, metrics: dict[str, np.ndarray], done: int) -> None:
+        """Writes the ``[n]`` metrics of updates ``done + 1 ... done + n``
+        and flushes them to disk."""
+        if self.writer is None:
+            return
+        for name, values in metrics.items():
+            for i, value in enumerate(np.asarray(values, np.float64)):
+                if math.isfinite(value):
+                    step = (done + i + 1) * self.steps_per_update
+                    self.writer.add_scalar(name, value, step)
+        self.writer.flush()
+
+    def close(self) -> None:
+        if self.writer is not None:
+            self.writer.close()
+
+
+def _records(path: Path):
+    """The payloads of a TFRecord file (length, crc, data, crc; CRCs not
+    checked; a torn last record is ignored)."""
+    data = path.read_bytes()
+    offset = 0
+    while offset + 12 <= len(data):
+        (length,) = struct.unpack_from("<Q", data, offset)
+        end = offset + 12 + length
+        if end + 4 > len(data):
+            return
+        yield data[offset + 12 : end]
+        offset = end + 4
+
+
+def read_scalars(run_dir: str | Path) -> dict[str, list[tuple[int, float]]]:
+    """``tag -> [(step, value), ...]`` from every event file in ``run_dir``
+    (needs tensorboardX's protobuf classes)."""
+    from tensorboardX.proto.event_pb2 import Event
+
+    scalars: dict[str, list[tuple[int, float]]] = {}
+    for path in sorted(Path(run_dir).glob(EVENT_GLOB)):
+        for record in _records(path):
+            event = Event.FromString(record)
+            for value in event.summary.value:
+                scalars.setdefault(value.tag, []).append(
+                    (int(event.step), float(value.simple_value))
+                )
+    return scalars
