@@ -115,7 +115,7 @@ def test_a_second_signal_stops_at_once_and_keeps_the_last_checkpoint(reference):
     sent = time.time()
     code = proc.wait(timeout=60)
     assert code in (143, 0)
-    assert time.time() - sent < 5.0
+    assert time.time() - sent < 10.0  # process teardown included; loaded CI
     resumed = _cli(["--resume", str(out), "--no-progress"], base / "cache")
     assert resumed.wait(timeout=600) == 0, resumed.stderr.read()
     _assert_same_run(out, reference)

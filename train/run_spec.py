@@ -1,4 +1,5 @@
-"""What identifies a training run, as stored in its ``config.json``.
+"""What identifies a training run, as stored in its ``config.json``
+(``RunSpec``), and what a run returns (``RunResult``).
 
 ``RunSpec`` holds the learner's config, its traced hyperparameters, the seed,
 env param overrides, the segment length and the periodic evaluation settings:
@@ -103,3 +104,42 @@ class RunSpec(NamedTuple):
         return self._replace(
             config=self.config.replace(total_timesteps=int(total_timesteps))
         )
+
+
+class RunResult(NamedTuple):
+    """What ``run_training`` / ``resume_training`` return.
+
+    Attributes:
+        metrics: name -> ``[U]`` float32 host array, one value per completed
+            update (earlier ones included when resumed).
+        final_return: ``ondevice_rl.metrics.final_return`` of the
+            ``episode_return`` curve (NaN if no update completed).
+        compile_s: seconds spent compiling (0 for cached programs).
+        run_s: seconds spent running this call's segments.
+        sps: env steps per second over ``run_s``.
+        env_steps: env steps done in all (``U * config.steps_per_update``).
+        out_dir: where files were written, or None.
+        state: the final train state (on device).
+        interrupted: stopped early by Ctrl-C or SIGTERM.
+        stop_signal: that signal's number, or None.
+        nonfinite: what the NaN guard found ("non-finite X at update N"), or
+            None.
+        resumed_from: the update the run continued from (0: a fresh run).
+        checkpoint: the update of the last checkpoint written, or None.
+        config: the run's config (the stored one when resumed).
+    """
+
+    metrics: dict[str, np.ndarray]
+    final_return: float
+    compile_s: float
+    run_s: float
+    sps: float
+    env_steps: int
+    out_dir: Path | None
+    state: Any
+    interrupted: bool = False
+    stop_signal: int | None = None
+    nonfinite: str | None = None
+    resumed_from: int = 0
+    checkpoint: int | None = None
+    config: Any = None

@@ -33,7 +33,7 @@ import signal
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 import jax
 import numpy as np
@@ -47,61 +47,28 @@ from ondevice_rl.train.interrupt import stop_at_boundary, wait_ready
 from ondevice_rl.train.memory import check_fits
 from ondevice_rl.train.progress import ProgressBar
 from ondevice_rl.train.registry import algorithm_of
-from ondevice_rl.train.run_spec import DEFAULT_EVAL_EPISODES, RunSpec, env_params_dict
+from ondevice_rl.train.run_files import RunFiles
+from ondevice_rl.train.run_spec import (
+    DEFAULT_EVAL_EPISODES,
+    RunResult,
+    RunSpec,
+    env_params_dict,
+)
 from ondevice_rl.train.segments import (
     EVAL_METRIC,
     Evaluation,
     compile_programs,
     eval_key_for,
     eval_segment_length,
+    first_nonfinite,
     plan_of_length,
     schedule,
 )
-from ondevice_rl.train.tensorboard import TensorBoardLog
 
 DEFAULT_SEGMENTS = 20
 #: Default checkpoint spacing, in seconds of training (at segment boundaries).
 CHECKPOINT_SECONDS = 120.0
 KEEP_CHECKPOINTS = 3
-
-
-class RunResult(NamedTuple):
-    """What ``run_training`` / ``resume_training`` return.
-
-    Attributes:
-        metrics: name -> ``[U]`` float32 host array, one value per completed
-            update (earlier ones included when resumed).
-        final_return: ``ondevice_rl.metrics.final_return`` of the
-            ``episode_return`` curve (NaN if no update completed).
-        compile_s: seconds spent compiling (0 for cached programs).
-        run_s: seconds spent running this call's segments.
-        sps: env steps per second over ``run_s``.
-        env_steps: env steps done in all (``U * config.steps_per_update``).
-        out_dir: where files were written, or None.
-        state: the final train state (on device).
-        interrupted: stopped early by Ctrl-C or SIGTERM.
-        stop_signal: that signal's number, or None.
-        nonfinite: what the NaN guard found ("non-finite X at update N"), or
-            None.
-        resumed_from: the update the run continued from (0: a fresh run).
-        checkpoint: the update of the last checkpoint written, or None.
-        config: the run's config (the stored one when resumed).
-    """
-
-    metrics: dict[str, np.ndarray]
-    final_return: float
-    compile_s: float
-    run_s: float
-    sps: float
-    env_steps: int
-    out_dir: Path | None
-    state: Any
-    interrupted: bool = False
-    stop_signal: int | None = None
-    nonfinite: str | None = None
-    resumed_from: int = 0
-    checkpoint: int | None = None
-    config: Any = None
 
 
 def segment_plan(num_updates: int, num_segments: int = DEFAULT_SEGMENTS) -> list[int]:
@@ -213,20 +180,6 @@ def resume_training(
     return _train(spec, out, done, progress, on_segment, checkpoint_every)
 
 
-def _first_nonfinite(metrics: dict, params_ok: bool, done: int) -> str | None:
-    # eval_return is NaN between evaluations by design (params_ok covers it).
-    metrics = {k: v for k, v in metrics.items() if k != EVAL_METRIC}
-    bad = {k: np.flatnonzero(~np.isfinite(v)) for k, v in metrics.items()}
-    bad = {k: int(v[0]) for k, v in bad.items() if len(v)}
-    if bad:
-        name = min(bad, key=lambda k: (bad[k], k))
-        return f"non-finite {name} at update {done + bad[name] + 1}"
-    if not params_ok:
-        count = len(next(iter(metrics.values())))
-        return f"non-finite parameters after update {done + count}"
-    return None
-
-
 def _train(spec, out, done, progress, on_segment, checkpoint_every) -> RunResult:
     config, hp, seed = spec.config, spec.hyperparams, spec.seed
     resumed_from = done
@@ -243,20 +196,10 @@ def _train(spec, out, done, progress, on_segment, checkpoint_every) -> RunResult
     checkpoints = (
         Checkpoints(out / artifacts.CHECKPOINT_DIR, KEEP_CHECKPOINTS) if out else None
     )
-    earlier = (
-        artifacts.rows_to_metrics(artifacts.read_metrics(out / artifacts.METRICS_FILE))
-        if out is not None and done
-        else {}
-    )
-    info = spec.to_json()
-    info["segments"] = [n for n, _ in schedule(0, total, spec.segment_length, every)]
-    board = TensorBoardLog(out, per_update, done) if out is not None else None
-
-    def write_info(**status):
-        if out is not None:
-            artifacts.write_json(out / artifacts.CONFIG_FILE, dict(info, **status))
-
-    write_info(status="running", updates=done)
+    segments = [n for n, _ in schedule(0, total, spec.segment_length, every)]
+    files = RunFiles(out, spec, segments, done)
+    earlier = files.earlier_metrics(done)
+    files.status(status="running", updates=done)
     chunks, state, stopped, nonfinite, saved = [], None, None, None, None
     message = "stopping after this segment (again to stop now)"
     with bar, stop_at_boundary(lambda m: bar.log(m, True), message) as stop:
@@ -279,13 +222,9 @@ def _train(spec, out, done, progress, on_segment, checkpoint_every) -> RunResult
                 program = programs.segments[(length, phase)]
                 state, seg, params_ok = program(state, hp, env_params, *extra)
                 seg, params_ok = jax.device_get(wait_ready((seg, params_ok)))
-                nonfinite = _first_nonfinite(seg, bool(params_ok), done)
+                nonfinite = first_nonfinite(seg, bool(params_ok), done)
                 chunks.append(seg)
-                if out is not None:
-                    artifacts.append_metrics(
-                        out / artifacts.METRICS_FILE, seg, per_update, done
-                    )
-                    board.append(seg, done)
+                files.append(seg, done)
                 for i in np.flatnonzero(np.isfinite(seg.get(EVAL_METRIC, []))):
                     value = seg[EVAL_METRIC][i]
                     bar.log(f"update {done + i + 1}: eval return {value:.2f}")
@@ -314,8 +253,6 @@ def _train(spec, out, done, progress, on_segment, checkpoint_every) -> RunResult
         run_s = time.perf_counter() - start
     if checkpoints is not None:
         checkpoints.__exit__()
-    if board is not None:
-        board.close()
     names = chunks[0] if chunks else earlier
     metrics = {
         k: np.concatenate(
@@ -341,19 +278,17 @@ def _train(spec, out, done, progress, on_segment, checkpoint_every) -> RunResult
         checkpoint=saved,
         config=config,
     )
-    if out is not None:
-        title = f"{config.env} {algorithm_of(config).name.upper()}, seed {seed}"
-        artifacts.plot_curve(out / artifacts.CURVE_FILE, metrics, per_update, title)
-        status = "failed" if nonfinite else "interrupted" if stopped else "finished"
-        write_info(
-            status=status,
-            updates=len(returns),
-            env_steps=result.env_steps,
-            compile_s=compile_s,
-            run_s=run_s,
-            sps=result.sps,
-            final_return=result.final_return,
-            checkpoint=saved,
-            nonfinite=nonfinite,
-        )
+    status = "failed" if nonfinite else "interrupted" if stopped else "finished"
+    files.finish(
+        metrics,
+        status=status,
+        updates=len(returns),
+        env_steps=result.env_steps,
+        compile_s=compile_s,
+        run_s=run_s,
+        sps=result.sps,
+        final_return=result.final_return,
+        checkpoint=saved,
+        nonfinite=nonfinite,
+    )
     return result

@@ -26,6 +26,7 @@ from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from ondevice_rl.train.evaluate import evaluate
 from ondevice_rl.train.policy import make_policy, policy_params
@@ -230,3 +231,20 @@ def compile_programs(
         for n, p in sorted(set(plan))
     }
     return Programs(trainer, init, segments), time.perf_counter() - start
+
+
+def first_nonfinite(metrics: dict, params_ok: bool, done: int) -> str | None:
+    """The NaN guard's host half: the first non-finite metric of a segment's
+    ``[n]`` metrics (updates ``done + 1 ...``), else non-finite parameters,
+    as one line; None if all is finite."""
+    # eval_return is NaN between evaluations by design (params_ok covers it).
+    metrics = {k: v for k, v in metrics.items() if k != EVAL_METRIC}
+    bad = {k: np.flatnonzero(~np.isfinite(v)) for k, v in metrics.items()}
+    bad = {k: int(v[0]) for k, v in bad.items() if len(v)}
+    if bad:
+        name = min(bad, key=lambda k: (bad[k], k))
+        return f"non-finite {name} at update {done + bad[name] + 1}"
+    if not params_ok:
+        count = len(next(iter(metrics.values())))
+        return f"non-finite parameters after update {done + count}"
+    return None

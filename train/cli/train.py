@@ -1,4 +1,4 @@
-"""``ondevice-rl train``, ``ondevice-rl envs`` and ``ondevice-rl recipes``.
+"""``ondevice-rl train``.
 
 ``train`` builds the chosen algorithm's config (``--algo``, default PPO, or
 the recipe's) from a recipe (optional) overridden by flags, one flag per
@@ -115,13 +115,6 @@ def add_subcommands(subparsers, algo: str = DEFAULT) -> None:
     add_config_flags(train, get_algorithm(_known(algo)))
     train.set_defaults(func=_train)
     one_line_errors(train)
-
-    algos = subparsers.add_parser("algos", help="list the learners")
-    algos.set_defaults(func=_algos)
-    envs = subparsers.add_parser("envs", help="list the environments")
-    envs.set_defaults(func=_envs)
-    recipes = subparsers.add_parser("recipes", help="list the shipped recipes")
-    recipes.set_defaults(func=_recipes)
 
 
 def _error(command: str, message: object) -> int:
@@ -305,86 +298,4 @@ def _report(args, result, cache) -> int:
                 file=sys.stderr,
             )
         return EXIT_STATUS.get(result.stop_signal, 130)
-    return 0
-
-
-def _space(space) -> str:
-    import numpy as np
-
-    from ondevice_rl.spaces import Box, Discrete
-
-    if isinstance(space, Discrete):
-        return f"Discrete({space.n})"
-    if isinstance(space, Box):
-        low, high = np.asarray(space.low), np.asarray(space.high)
-        if low.size and (low == low.flat[0]).all() and (high == high.flat[0]).all():
-            low, high = low.flat[0], high.flat[0]
-        return f"Box({low}, {high}, shape={space.shape})"
-    return repr(space)
-
-
-def _envs(args) -> int:
-    from rich.console import Console
-    from rich.table import Table
-
-    from ondevice_rl import envs
-
-    table = Table(title="environments")
-    for column in ("name", "observation", "action space", "time limit"):
-        table.add_column(column, no_wrap=column == "name")
-    for name in envs.names():
-        try:
-            env, params = envs.make(name)
-            obs = str(list(env.observation_space(params).shape))
-            action = _space(env.action_space(params))
-            limit = getattr(params, "max_steps", None)
-            limit = "-" if limit is None else str(int(limit))
-        except Exception as e:  # an adapter whose backend is missing, say
-            obs, action, limit = "-", f"unavailable: {type(e).__name__}", "-"
-        table.add_row(name, obs, action, limit)
-    Console().print(table)
-    return 0
-
-
-def _algos(args) -> int:
-    from rich.console import Console
-    from rich.table import Table
-
-    table = Table(title="learners (ondevice-rl train --algo NAME)")
-    for column in ("name", "config", "actions", "traced hyperparameters", "summary"):
-        table.add_column(column, no_wrap=column == "name")
-    for name in algorithms():
-        algorithm = get_algorithm(name)
-        actions = "discrete, continuous" if algorithm.continuous_actions else "discrete"
-        table.add_row(
-            name,
-            algorithm.config.__name__,
-            actions,
-            ", ".join(algorithm.hyperparam_fields),
-            algorithm.summary,
-        )
-    Console().print(table)
-    return 0
-
-
-def _recipes(args) -> int:
-    from rich.console import Console
-    from rich.table import Table
-
-    from ondevice_rl.train.recipe import describe, list_recipes, load_recipe
-    from ondevice_rl.train.registry import algorithm_of
-
-    table = Table(title="recipes (ondevice-rl train --recipe NAME)")
-    for column in ("name", "algo", "env", "steps", "description"):
-        table.add_column(column, no_wrap=column == "name")
-    for name in list_recipes():
-        config = load_recipe(name)
-        table.add_row(
-            name,
-            algorithm_of(config).name,
-            config.env,
-            f"{config.total_timesteps:,}",
-            describe(name),
-        )
-    Console().print(table)
     return 0

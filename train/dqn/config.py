@@ -1,0 +1,162 @@
+"""DQN's static configuration and its traced hyperparameters.
+
+The defaults are the reference DQN's settings (``shared/bench/reference_dqn.py``,
+the textbook single-jit DQN): 10 envs; a buffer of 10,000 transitions; batch
+128; learning from 10,000 env steps on with one gradient step per vector step
+(= per 10 env steps); a hard target copy every 500 env steps; ε-greedy with ε
+1.0 → 0.05 linearly over 250,000 env steps; Adam 2.5e-4; γ 0.99; a 120-84
+ReLU Q-network; squared TD error. Two deliberate differences: time limits
+bootstrap from ``final_obs`` (the reference treats them as terminal), and
+gradients are clipped to a global norm of ``max_grad_norm`` (10 by default,
+which the squared loss rarely reaches once learning settles; the reference
+does not clip — set it very large, e.g. 1e9, to match).
+"""
+
+import math
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import jax
+
+from ondevice_rl.train.algorithm import POSITIVE, UNIT, AlgorithmConfig, Range
+
+LOSSES = ("mse", "huber")
+
+
+class Hyperparams(NamedTuple):
+    """Scalar coefficients, traced float32 leaves: sweeping them never recompiles.
+
+    Leaves may carry a leading population axis ``[P]`` under ``jax.vmap``.
+    """
+
+    learning_rate: jax.Array  # Adam step size (constant)
+    gamma: jax.Array  # discount
+    tau: jax.Array  # target = tau·online + (1 − tau)·target at each target update
+    eps_start: jax.Array  # ε of ε-greedy at env step 0 ...
+    eps_end: jax.Array  # ... falling linearly to this over exploration_steps
+    max_grad_norm: jax.Array  # global-norm gradient clip
+
+
+HYPERPARAM_FIELDS = Hyperparams._fields
+
+
+@dataclass(frozen=True)
+class DQNConfig(AlgorithmConfig):
+    """Everything that sets a shape or a loop length (static), plus defaults
+    for the traced hyperparameters (``config.hyperparams``).
+
+    One update is ``train_frequency`` vector steps of ``num_envs`` envs (added
+    to the buffer), then — once ``learning_starts`` env steps have been taken
+    — ``gradient_steps`` gradient steps on batches of ``batch_size`` samples,
+    then, whenever the env-step count crosses a multiple of
+    ``target_update_every``, a target update ``target ← tau·online + (1 −
+    tau)·target``: ``tau = 1`` (the default) is DQN's hard copy every
+    ``target_update_every`` env steps; ``tau < 1`` with
+    ``target_update_every = num_envs * train_frequency`` is Polyak averaging
+    after every update.
+
+    The buffer holds ``buffer_size // num_envs`` vector steps (``buffer_size``
+    rounded down to a multiple of ``num_envs``). ``n_step > 1`` learns from
+    n-step returns (truncation-aware, no off-policy correction). Only
+    discrete action spaces are supported.
+    """
+
+    HYPERPARAMS = Hyperparams
+    RANGES = {
+        "learning_rate": POSITIVE,
+        "gamma": UNIT,
+        "tau": Range(0.0, 1.0, low_open=True),
+        "eps_start": UNIT,
+        "eps_end": UNIT,
+        "max_grad_norm": POSITIVE,
+    }
+    POSITIVE_INTS = (
+        "total_timesteps",
+        "num_envs",
+        "buffer_size",
+        "batch_size",
+        "train_frequency",
+        "gradient_steps",
+        "target_update_every",
+        "exploration_steps",
+        "n_step",
+    )
+
+    env: str = "CartPole-v1"
+    total_timesteps: int = 500_000
+    num_envs: int = 10
+    buffer_size: int = 10_000  # transitions (env steps) held
+    batch_size: int = 128  # samples per gradient step
+    learning_starts: int = 10_000  # env steps before the first gradient step
+    train_frequency: int = 1  # vector steps per update
+    gradient_steps: int = 1  # gradient steps per update
+    target_update_every: int = 500  # env steps between target updates
+    exploration_steps: int = 250_000  # env steps of the linear ε schedule
+    double_dqn: bool = False  # online argmax, target evaluation
+    loss: str = "mse"  # "mse" (squared TD error) or "huber" (δ = 1)
+    n_step: int = 1  # rewards per TD target before the bootstrap
+    hidden: tuple[int, ...] = (120, 84)
+    activation: str = "relu"
+    # Defaults of the traced hyperparameters.
+    learning_rate: float = 2.5e-4
+    gamma: float = 0.99
+    tau: float = 1.0
+    eps_start: float = 1.0
+    eps_end: float = 0.05
+    max_grad_norm: float = 10.0
+
+    def validate(self) -> None:
+        name = type(self).__name__
+        if self.loss not in LOSSES:
+            raise ValueError(
+                f"{name}.loss must be one of {', '.join(LOSSES)}, got {self.loss!r}"
+            )
+        if not isinstance(self.double_dqn, bool):
+            raise ValueError(
+                f"{name}.double_dqn must be a bool, got {self.double_dqn!r}"
+            )
+        starts = self.learning_starts
+        if isinstance(starts, bool) or not isinstance(starts, int) or starts < 0:
+            raise ValueError(
+                f"{name}.learning_starts must be a non-negative int, got {starts!r}"
+            )
+        if self.buffer_size < self.batch_size:
+            raise ValueError(
+                f"{name}: buffer_size={self.buffer_size} is less than "
+                f"batch_size={self.batch_size}"
+            )
+        needed = max(self.n_step, self.train_frequency, 2)
+        if self.buffer_capacity < needed:
+            raise ValueError(
+                f"{name}: buffer_size={self.buffer_size} holds {self.buffer_capacity} "
+                f"vector steps of num_envs={self.num_envs}; needs at least {needed} "
+                "(n_step, train_frequency)"
+            )
+        if self.num_updates >= 1 and starts >= self.num_updates * self.steps_per_update:
+            raise ValueError(
+                f"{name}: learning_starts={starts} is not below the "
+                f"{self.num_updates * self.steps_per_update} env steps run; no "
+                "gradient step would happen"
+            )
+
+    @property
+    def buffer_capacity(self) -> int:
+        """Vector steps the buffer holds (its time rows)."""
+        return self.buffer_size // self.num_envs
+
+    @property
+    def steps_per_update(self) -> int:
+        return self.num_envs * self.train_frequency
+
+    @property
+    def num_updates(self) -> int:
+        return self.total_timesteps // self.steps_per_update
+
+    @property
+    def learn_batch_size(self) -> int:
+        return self.batch_size
+
+    @property
+    def learning_starts_update(self) -> int:
+        """Index of the first update that takes gradient steps."""
+        return max(math.ceil(self.learning_starts / self.steps_per_update) - 1, 0)
