@@ -58,16 +58,31 @@ def _dense(features: int, scale: float) -> nn.Dense:
     )
 
 
-def _conv(features: int) -> nn.Conv:
-    # Orthogonal kernels go through ``sequential_under_vmap`` like ``_dense``:
-    # a batched QR would risk the XLA:CPU deadlock.
-    return nn.Conv(
-        features,
-        (3, 3),
-        padding="VALID",
-        kernel_init=sequential_under_vmap(nn.initializers.orthogonal(np.sqrt(2))),
-        bias_init=nn.zeros,
-    )
+class Conv3x3(nn.Module):
+    """A 3×3 convolution, stride 1, VALID padding: ``[..., H, W, C] ->
+    [..., H-2, W-2, features]``, computed as one matmul over the 9 shifted
+    views of the input (im2col).
+
+    The numbers are ``nn.Conv``'s (same ``[3, 3, C, F]`` kernel, same init),
+    but inside ``lax.scan`` — where every learner's update runs — XLA:CPU's
+    convolution and its gradients ran ≈7× slower than this matmul (measured:
+    8 gradient steps on 1024 MinAtar frames, 1.05 s vs 0.14 s; the same
+    outside a loop). Orthogonal kernels go through ``sequential_under_vmap``
+    like ``_dense``: a batched QR would risk the XLA:CPU deadlock.
+    """
+
+    features: int
+
+    @nn.compact
+    def __call__(self, x: jax.Array) -> jax.Array:
+        channels = x.shape[-1]
+        init = sequential_under_vmap(nn.initializers.orthogonal(np.sqrt(2)))
+        kernel = self.param("kernel", init, (3, 3, channels, self.features))
+        bias = self.param("bias", nn.zeros, (self.features,))
+        h, w = x.shape[-3] - 2, x.shape[-2] - 2
+        views = [x[..., i : i + h, j : j + w, :] for i in range(3) for j in range(3)]
+        patches = jnp.concatenate(views, axis=-1)  # [..., h, w, 9 * C], (i, j, c)
+        return patches @ kernel.reshape(9 * channels, self.features) + bias
 
 
 def torso(x: jax.Array, obs_ndim: int, conv: Sequence[int]) -> jax.Array:
@@ -79,7 +94,7 @@ def torso(x: jax.Array, obs_ndim: int, conv: Sequence[int]) -> jax.Array:
         return x
     if obs_ndim == 3:
         for channels in conv:
-            x = nn.relu(_conv(channels)(x))
+            x = nn.relu(Conv3x3(channels)(x))
     return x.reshape((*batch, -1))
 
 

@@ -86,3 +86,15 @@ def test_minatar_policies_have_conv_kernels(algo):
     out = trainer.network.apply(params, jnp.zeros((2, 10, 10, 4)))
     values = out if isinstance(out, jax.Array) else out.logits_or_mean
     assert values.shape == (2, 3)
+
+
+def test_conv3x3_equals_flax_conv():
+    import flax.linen as nn
+
+    from ondevice_rl.networks import Conv3x3
+
+    x = jax.random.normal(jax.random.key(1), (5, 10, 10, 4))
+    layer = Conv3x3(16)
+    params = layer.init(jax.random.key(0), x)
+    reference = nn.Conv(16, (3, 3), padding="VALID").apply(params, x)
+    np.testing.assert_allclose(layer.apply(params, x), reference, atol=1e-5)
