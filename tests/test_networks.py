@@ -74,7 +74,7 @@ def test_vmapped_conv_init_runs_one_qr_per_member():
         np.testing.assert_allclose(a[1], b, rtol=1e-6, atol=1e-6)
 
 
-@pytest.mark.parametrize("algo", ["ppo", "a2c", "pqn"])
+@pytest.mark.parametrize("algo", ["ppo", "a2c", "dqn", "pqn"])
 def test_minatar_policies_have_conv_kernels(algo):
     from ondevice_rl.train.registry import get_algorithm
 

@@ -89,7 +89,9 @@ def make_trainer(config: DQNConfig) -> Trainer:
         )
     env, default_env_params = setup.env, setup.default_params
     num_actions = setup.action_dim
-    network = QNetwork(num_actions, config.hidden, config.activation)
+    network = QNetwork(
+        num_actions, config.hidden, config.activation, obs_ndim=len(setup.obs_shape)
+    )
     steps_per_update = config.steps_per_update
 
     def epsilon(env_steps, hp: Hyperparams) -> jax.Array:
