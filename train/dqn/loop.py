@@ -24,7 +24,7 @@ from ondevice_rl.metrics import EPISODE_METRICS, EpisodeTracker, episode_metrics
 from ondevice_rl.networks import QNetwork
 from ondevice_rl.replay import ReplayBuffer
 from ondevice_rl.rollout import RolloutState, Transition, batch_reset, rollout
-from ondevice_rl.train.algorithm import TrainOutput
+from ondevice_rl.train.algorithm import TrainOutput, scan_updates, whole_run
 from ondevice_rl.train.dqn.config import DQNConfig, Hyperparams
 from ondevice_rl.train.dqn.loss import LossStats, bootstrap_values, td_loss, td_targets
 from ondevice_rl.train.env_setup import make_env
@@ -244,11 +244,7 @@ def make_trainer(config: DQNConfig) -> Trainer:
         )
         return new_state, {**metrics, **stats._asdict(), "epsilon": eps}
 
-    def run(state: TrainState, hp: Hyperparams, env_params=None, num_updates=1):
-        def body(state, _):
-            return update(state, hp, env_params)
-
-        return jax.lax.scan(body, state, None, length=num_updates)
+    run = scan_updates(update)
 
     return Trainer(
         config,
@@ -272,11 +268,4 @@ def make_train(config: DQNConfig) -> Callable[..., TrainOutput]:
     ``TrainOutput.metrics[name]`` has shape ``[num_updates]`` (with leading
     population axes under ``vmap``); names are ``METRIC_NAMES``.
     """
-    trainer = make_trainer(config)
-
-    def train(key, hyperparams: Hyperparams, env_params=None) -> TrainOutput:
-        state = trainer.init(key, hyperparams, env_params)
-        state, metrics = trainer.run(state, hyperparams, env_params, config.num_updates)
-        return TrainOutput(state, metrics)
-
-    return train
+    return whole_run(make_trainer(config))
