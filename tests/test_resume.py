@@ -133,11 +133,19 @@ def test_resume_refuses_program_changes_and_allows_extending(reference, capsys):
     assert "only extending" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("name", ["ppo", "a2c"])
+#: Small settings under which each learner learns within 12 updates.
+SMALL = {
+    "dqn": dict(learning_starts=30, buffer_size=200, batch_size=16),
+    "pqn": dict(num_envs=8, num_minibatches=2),
+}
+
+
+@pytest.mark.parametrize("name", ["ppo", "a2c", "dqn", "pqn"])
 def test_every_learner_resumes_to_the_same_numbers(name, tmp_path):
     algorithm = get_algorithm(name)
-    per_update = algorithm.config().steps_per_update
-    config = algorithm.config(total_timesteps=12 * per_update, hidden=(8,))
+    extra = SMALL.get(name, {})
+    per_update = algorithm.config(**extra).steps_per_update
+    config = algorithm.config(total_timesteps=12 * per_update, hidden=(8,), **extra)
     whole = run_training(config, seed=3, num_segments=4, progress=False)
 
     def stop_after_first(done, steps, latest):
