@@ -12,8 +12,11 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install --quiet -e '.[test]'
 	touch $(STAMP)
 
+# Two pytest workers, and XLA's backend optimisation off: compiles dominate
+# the default suite (tiny programs), so this halves its time on 2 cores.
 test: $(STAMP)
-	JAX_PLATFORMS=cpu $(BIN)/python -m pytest -q
+	JAX_PLATFORMS=cpu XLA_FLAGS="$(XLA_FLAGS) --xla_backend_optimization_level=0" \
+		$(BIN)/python -m pytest -q -n 2
 
 test-slow: $(STAMP)
 	JAX_PLATFORMS=cpu $(BIN)/python -m pytest -q -m slow

@@ -171,7 +171,7 @@ def test_config_validation_messages():
         ppo.PPOConfig(num_envs=3, num_steps=5, num_minibatches=4)
     with pytest.raises(ValueError, match="num_envs"):
         ppo.PPOConfig(num_envs=0)
-    with pytest.raises(ValueError, match="less than one rollout"):
+    with pytest.raises(ValueError, match="less than one update"):
         ppo.PPOConfig(total_timesteps=10)
     with pytest.raises(KeyError, match="CartPole-v1"):
         ppo.make_train(ppo.PPOConfig(env="Cartpole-v1"))

@@ -117,7 +117,7 @@ def test_plan_random_draws_are_in_range_and_reproducible():
         ({"search": {"num_minibatches": [5]}}, "not divisible"),
         ({"search": {"activation": ["sigmoid"]}}, "unknown activation"),
         ({"env_params": {"lenght": [1.0]}}, "did you mean length"),
-        ({"env_params": {"max_steps": [1.5]}}, "is an integer"),
+        ({"env_params": {"max_steps": [1.5]}}, "must be an integer"),
         ({"seeds": [1, 1]}, "repeated seeds"),
         ({"seeds": 0}, "seeds must be >= 1"),
     ],
