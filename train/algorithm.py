@@ -146,6 +146,46 @@ class AlgorithmConfig:
         return dataclasses.asdict(self)
 
 
+class RolloutSizes:
+    """Sizes of a learner whose update is one rollout of ``num_envs ×
+    num_steps`` env steps, learned on as one batch (mix into the config)."""
+
+    @property
+    def batch_size(self) -> int:
+        return self.num_envs * self.num_steps
+
+    @property
+    def num_updates(self) -> int:
+        return self.total_timesteps // self.batch_size
+
+    @property
+    def steps_per_update(self) -> int:
+        return self.batch_size
+
+    @property
+    def learn_batch_size(self) -> int:
+        return self.batch_size
+
+
+class MinibatchSizes(RolloutSizes):
+    """``RolloutSizes`` learned on in ``num_minibatches`` minibatches."""
+
+    @property
+    def minibatch_size(self) -> int:
+        return self.batch_size // self.num_minibatches
+
+    @property
+    def learn_batch_size(self) -> int:
+        return self.minibatch_size
+
+    def check_minibatches(self) -> None:
+        if self.batch_size % self.num_minibatches:
+            raise ValueError(
+                f"num_envs * num_steps = {self.batch_size} is not divisible by "
+                f"num_minibatches = {self.num_minibatches}"
+            )
+
+
 def hyperparams_from(cls: type, values: Any) -> Any:
     """A ``cls`` NamedTuple of float32 arrays from a sequence of values."""
     return cls(*(jnp.asarray(x, jnp.float32) for x in values))

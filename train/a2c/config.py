@@ -10,6 +10,7 @@ from ondevice_rl.train.algorithm import (
     POSITIVE,
     UNIT,
     AlgorithmConfig,
+    RolloutSizes,
 )
 
 OPTIMIZERS = ("rmsprop", "adam")
@@ -37,7 +38,7 @@ HYPERPARAM_FIELDS = Hyperparams._fields
 
 
 @dataclass(frozen=True)
-class A2CConfig(AlgorithmConfig):
+class A2CConfig(RolloutSizes, AlgorithmConfig):
     """Everything that sets a shape or a loop length (static), plus defaults
     for the traced hyperparameters (``config.hyperparams``).
 
@@ -98,19 +99,3 @@ class A2CConfig(AlgorithmConfig):
                 raise ValueError(
                     f"A2CConfig.{field} must be a bool, got {getattr(self, field)!r}"
                 )
-
-    @property
-    def batch_size(self) -> int:
-        return self.num_envs * self.num_steps
-
-    @property
-    def num_updates(self) -> int:
-        return self.total_timesteps // self.batch_size
-
-    @property
-    def steps_per_update(self) -> int:
-        return self.batch_size
-
-    @property
-    def learn_batch_size(self) -> int:
-        return self.batch_size

@@ -10,6 +10,7 @@ from ondevice_rl.train.algorithm import (
     POSITIVE,
     UNIT,
     AlgorithmConfig,
+    MinibatchSizes,
 )
 
 
@@ -32,7 +33,7 @@ HYPERPARAM_FIELDS = Hyperparams._fields
 
 
 @dataclass(frozen=True)
-class PPOConfig(AlgorithmConfig):
+class PPOConfig(MinibatchSizes, AlgorithmConfig):
     """Everything that sets a shape or a loop length (static), plus defaults
     for the traced hyperparameters (``config.hyperparams``).
 
@@ -81,28 +82,4 @@ class PPOConfig(AlgorithmConfig):
     max_grad_norm: float = 0.5
 
     def validate(self) -> None:
-        if self.batch_size % self.num_minibatches:
-            raise ValueError(
-                f"num_envs * num_steps = {self.batch_size} is not divisible by "
-                f"num_minibatches = {self.num_minibatches}"
-            )
-
-    @property
-    def batch_size(self) -> int:
-        return self.num_envs * self.num_steps
-
-    @property
-    def minibatch_size(self) -> int:
-        return self.batch_size // self.num_minibatches
-
-    @property
-    def num_updates(self) -> int:
-        return self.total_timesteps // self.batch_size
-
-    @property
-    def steps_per_update(self) -> int:
-        return self.batch_size
-
-    @property
-    def learn_batch_size(self) -> int:
-        return self.minibatch_size
+        self.check_minibatches()

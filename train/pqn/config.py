@@ -5,7 +5,12 @@ from typing import NamedTuple
 
 import jax
 
-from ondevice_rl.train.algorithm import POSITIVE, UNIT, AlgorithmConfig
+from ondevice_rl.train.algorithm import (
+    POSITIVE,
+    UNIT,
+    AlgorithmConfig,
+    MinibatchSizes,
+)
 
 
 class Hyperparams(NamedTuple):
@@ -26,7 +31,7 @@ HYPERPARAM_FIELDS = Hyperparams._fields
 
 
 @dataclass(frozen=True)
-class PQNConfig(AlgorithmConfig):
+class PQNConfig(MinibatchSizes, AlgorithmConfig):
     """Everything that sets a shape or a loop length (static), plus defaults
     for the traced hyperparameters (``config.hyperparams``).
 
@@ -77,31 +82,7 @@ class PQNConfig(AlgorithmConfig):
                 f"PQNConfig.exploration_fraction={self.exploration_fraction!r} "
                 "is outside (0, 1]"
             )
-        if self.batch_size % self.num_minibatches:
-            raise ValueError(
-                f"num_envs * num_steps = {self.batch_size} is not divisible by "
-                f"num_minibatches = {self.num_minibatches}"
-            )
-
-    @property
-    def batch_size(self) -> int:
-        return self.num_envs * self.num_steps
-
-    @property
-    def minibatch_size(self) -> int:
-        return self.batch_size // self.num_minibatches
-
-    @property
-    def num_updates(self) -> int:
-        return self.total_timesteps // self.batch_size
-
-    @property
-    def steps_per_update(self) -> int:
-        return self.batch_size
-
-    @property
-    def learn_batch_size(self) -> int:
-        return self.minibatch_size
+        self.check_minibatches()
 
     @property
     def exploration_updates(self) -> int:
