@@ -14,4 +14,17 @@ os.environ["JAX_PLATFORMS"] = "cpu"
 if DEVICE_COUNT_FLAG not in os.environ.get("XLA_FLAGS", ""):
     os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {DEVICE_COUNT_FLAG}=1"
 
+import signal  # noqa: E402
+
+import pytest  # noqa: E402
+
 import ondevice_rl  # noqa: E402, F401  (sets XLA_FLAGS before jax starts)
+
+
+@pytest.fixture
+def default_sigint():
+    """Python's own SIGINT handler for one test: pytest-xdist workers ignore
+    SIGINT, and the library only takes Ctrl-C over from the default handler."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)

@@ -32,6 +32,11 @@ def _env(cache_dir):
     return env
 
 
+def _default_signals():
+    # pytest-xdist workers ignore SIGINT, and children inherit that.
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _cli(args, cache_dir, **kwargs):
     return subprocess.Popen(
         [sys.executable, "-c", CLI, "train", *args],
@@ -39,6 +44,7 @@ def _cli(args, cache_dir, **kwargs):
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=_default_signals,
         **kwargs,
     )
 
@@ -218,6 +224,7 @@ def _sweep(args, cache_dir):
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=_default_signals,
     )
 
 

@@ -105,7 +105,7 @@ def test_interrupt_keeps_what_was_collected(tmp_path):
     assert int(restored.update_step) == 6
 
 
-def test_ctrl_c_stops_after_the_running_segment():
+def test_ctrl_c_stops_after_the_running_segment(default_sigint):
     """A real SIGINT: the run finishes the segment in flight, then stops."""
 
     def press_ctrl_c(updates, env_steps, episode_return):

@@ -239,7 +239,9 @@ def test_interrupt_keeps_finished_members(base):
         )  # fmt: skip
 
 
-def test_first_ctrl_c_finishes_the_running_chunk_then_stops(base, capsys):
+def test_first_ctrl_c_finishes_the_running_chunk_then_stops(
+    base, capsys, default_sigint
+):
     def press_ctrl_c(result, group, chunk):
         signal.raise_signal(signal.SIGINT)  # as if pressed during this chunk
 
