@@ -21,7 +21,7 @@ def _run(path, returns, seed=0, evals=None):
     metrics = {"episode_return": np.asarray(returns, np.float32)}
     if evals is not None:
         metrics["eval_return"] = np.asarray(evals, np.float32)
-    artifacts.write_metrics(path / artifacts.METRICS_FILE, metrics, 512)
+    artifacts.append_metrics(path / artifacts.METRICS_FILE, metrics, 512, 0)
     info = {"algo": "ppo", "config": {"env": "CartPole-v1"}, "seed": seed}
     artifacts.write_json(path / artifacts.CONFIG_FILE, info)
     return path

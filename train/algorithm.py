@@ -102,6 +102,10 @@ class AlgorithmConfig:
                 )
             if value >= MAX_INT and field != "total_timesteps":
                 raise ValueError(f"{name}.{field}={value} is too large (< 2^31)")
+        for field in dataclasses.fields(self):
+            value = getattr(self, field.name)
+            if isinstance(field.default, bool) and not isinstance(value, bool):
+                raise ValueError(f"{name}.{field.name} must be a bool, got {value!r}")
         object.__setattr__(self, "hidden", tuple(self.hidden))
         if any(
             isinstance(w, bool) or not isinstance(w, int) or not 0 < w < MAX_INT

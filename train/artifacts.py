@@ -76,14 +76,6 @@ def metric_rows(
     return lines
 
 
-def write_metrics(
-    path: Path, metrics: dict[str, np.ndarray], steps_per_update: int
-) -> Path:
-    """``metrics.jsonl`` from scratch (see ``metric_rows``)."""
-    path.write_text("".join(metric_rows(metrics, steps_per_update)))
-    return path
-
-
 def append_metrics(
     path: Path, metrics: dict[str, np.ndarray], steps_per_update: int, done: int
 ) -> None:

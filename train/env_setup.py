@@ -26,6 +26,17 @@ class EnvSetup(NamedTuple):
     to_env_action: Callable[[jax.Array], jax.Array]  # clip to a Box; identity
 
 
+def require_discrete(setup: EnvSetup, learner: str, env_name: str) -> EnvSetup:
+    """``setup``, or a one-line ValueError if its action space is continuous
+    (for learners that pick actions by argmax)."""
+    if setup.continuous:
+        raise ValueError(
+            f"{learner} needs a discrete action space; {env_name} has a "
+            "continuous one (try ppo or a2c)"
+        )
+    return setup
+
+
 def make_env(name: str) -> EnvSetup:
     """Builds the wrapped env ``name`` (KeyError naming close matches if unknown)."""
     env, params = envs.make(name)

@@ -25,7 +25,7 @@ import numpy as np
 from jax.sharding import Mesh
 
 from ondevice_rl.sharding import local_device_count, mesh_size, padded_size
-from ondevice_rl.train.registry import algorithm_of
+from ondevice_rl.train.registry import trainer_for
 
 
 def _tree_bytes(tree: Any) -> int:
@@ -55,7 +55,7 @@ def estimate_member_bytes(config: Any) -> int:
     batch of ``M = learn_batch_size`` keeps about ``6·M·(obs + 2·Σhidden)``
     floats for its forward/backward pass.
     """
-    trainer = algorithm_of(config).make_trainer(config)
+    trainer = trainer_for(config)
     state = jax.eval_shape(trainer.init, jax.random.key(0), config.hyperparams)
     obs_dim = math.prod(trainer.env.observation_space(trainer.default_env_params).shape)
     traj = 4 * config.steps_per_update * (2 * obs_dim + 8)

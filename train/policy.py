@@ -150,7 +150,7 @@ def load_run(run_dir: str | Path) -> LoadedRun:
     """
     from ondevice_rl.checkpoint import Checkpoints
     from ondevice_rl.train import artifacts
-    from ondevice_rl.train.registry import algorithm_of
+    from ondevice_rl.train.registry import algorithm_of, trainer_for
 
     run_dir = Path(run_dir)
     spec = load_spec(run_dir)
@@ -163,7 +163,7 @@ def load_run(run_dir: str | Path) -> LoadedRun:
         raise ValueError(f"{run_dir}: no checkpoint yet (train it first)")
     hp = {k: float(v) for k, v in spec.hyperparams._asdict().items()}
     config = spec.config.replace(**hp)
-    trainer = algorithm_of(config).make_trainer(config)
+    trainer = trainer_for(config)
     # Only what acting needs: no replay buffer or optimiser state is read.
     like = policy_params(_like(trainer, spec))._asdict()
     like = {"params": like["network"], "normalizer": like["normalizer"]}

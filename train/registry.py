@@ -5,6 +5,7 @@ Adding a learner is a subpackage ``train/<name>/`` exporting an
 """
 
 import difflib
+import functools
 from typing import Any
 
 from ondevice_rl.train import a2c, dqn, ppo, pqn
@@ -44,13 +45,17 @@ def algorithm_of(config: Any) -> Algorithm:
     raise TypeError(f"{type(config).__name__} is not a registered algorithm config")
 
 
+@functools.lru_cache(maxsize=8)
+def trainer_for(config: Any) -> Any:
+    """``make_trainer(config)`` of ``config``'s algorithm, built once per
+    config (the runner, the memory rule and evaluation share it)."""
+    return algorithm_of(config).make_trainer(config)
+
+
 def check_env(algorithm: Algorithm, env_name: str) -> None:
     """ValueError if ``algorithm`` cannot act in ``env_name``'s action space
     (KeyError if the env is unknown)."""
-    from ondevice_rl.train.env_setup import make_env
+    from ondevice_rl.train.env_setup import make_env, require_discrete
 
-    if not algorithm.continuous_actions and make_env(env_name).continuous:
-        raise ValueError(
-            f"{algorithm.name} needs a discrete action space; {env_name} has a "
-            "continuous one (try ppo or a2c)"
-        )
+    if not algorithm.continuous_actions:
+        require_discrete(make_env(env_name), algorithm.name, env_name)

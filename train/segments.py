@@ -20,7 +20,6 @@ at those updates and NaN elsewhere. Evaluation keys are
 numbers do not depend on how the run is cut into segments.
 """
 
-import functools
 import time
 from typing import Any, NamedTuple
 
@@ -31,7 +30,7 @@ import numpy as np
 from ondevice_rl.train.evaluate import evaluate
 from ondevice_rl.train.policy import make_policy, policy_params
 from ondevice_rl.train.programs import PROGRAMS, avals
-from ondevice_rl.train.registry import algorithm_of
+from ondevice_rl.train.registry import trainer_for
 
 EVAL_METRIC = "eval_return"
 #: Folded into a run's key to give its evaluation stream.
@@ -47,11 +46,6 @@ class Programs(NamedTuple):
     trainer: Any
     init: Any  # compiled init(key, hp, env_params)
     segments: dict[tuple[int, int], Any]  # (length, phase) -> compiled segment
-
-
-@functools.lru_cache(maxsize=8)
-def trainer_for(config: Any) -> Any:
-    return algorithm_of(config).make_trainer(config)
 
 
 def eval_key_for(key: jax.Array) -> jax.Array:

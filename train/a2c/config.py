@@ -94,8 +94,3 @@ class A2CConfig(RolloutSizes, AlgorithmConfig):
                 f"A2CConfig.optimizer must be one of {', '.join(OPTIMIZERS)}, "
                 f"got {self.optimizer!r}"
             )
-        for field in ("use_gae", "anneal_lr", "normalize_obs", "normalize_rewards"):
-            if not isinstance(getattr(self, field), bool):
-                raise ValueError(
-                    f"A2CConfig.{field} must be a bool, got {getattr(self, field)!r}"
-                )

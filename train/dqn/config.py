@@ -120,10 +120,6 @@ class DQNConfig(AlgorithmConfig):
             raise ValueError(
                 f"{name}.loss must be one of {', '.join(LOSSES)}, got {self.loss!r}"
             )
-        if not isinstance(self.double_dqn, bool):
-            raise ValueError(
-                f"{name}.double_dqn must be a bool, got {self.double_dqn!r}"
-            )
         starts = self.learning_starts
         if isinstance(starts, bool) or not isinstance(starts, int) or starts < 0:
             raise ValueError(

@@ -27,7 +27,7 @@ from ondevice_rl.rollout import RolloutState, Transition, batch_reset, rollout
 from ondevice_rl.train.algorithm import TrainOutput, scan_updates, whole_run
 from ondevice_rl.train.dqn.config import DQNConfig, Hyperparams
 from ondevice_rl.train.dqn.loss import LossStats, bootstrap_values, td_loss, td_targets
-from ondevice_rl.train.env_setup import make_env
+from ondevice_rl.train.env_setup import make_env, require_discrete
 
 
 class TrainState(NamedTuple):
@@ -81,12 +81,7 @@ def make_trainer(config: DQNConfig) -> Trainer:
         KeyError: unknown env (naming close matches).
         ValueError: the env's action space is continuous.
     """
-    setup = make_env(config.env)
-    if setup.continuous:
-        raise ValueError(
-            f"dqn needs a discrete action space; {config.env} has a continuous "
-            "one (try ppo or a2c)"
-        )
+    setup = require_discrete(make_env(config.env), "dqn", config.env)
     env, default_env_params = setup.env, setup.default_params
     num_actions = setup.action_dim
     network = QNetwork(

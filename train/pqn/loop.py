@@ -20,7 +20,7 @@ from ondevice_rl.networks import QNetwork
 from ondevice_rl.returns import lambda_returns
 from ondevice_rl.rollout import RolloutState, Transition, batch_reset, rollout
 from ondevice_rl.train.algorithm import TrainOutput, scan_updates, whole_run
-from ondevice_rl.train.env_setup import make_env
+from ondevice_rl.train.env_setup import make_env, require_discrete
 from ondevice_rl.train.minibatches import shuffled_minibatches
 from ondevice_rl.train.pqn.config import Hyperparams, PQNConfig
 
@@ -98,11 +98,7 @@ def td_loss(apply_fn, params, batch: Minibatch):
 
 def make_trainer(config: PQNConfig) -> Trainer:
     """Builds the program's pieces (ValueError for a continuous action space)."""
-    setup = make_env(config.env)
-    if setup.continuous:
-        raise ValueError(
-            f"pqn needs a discrete action space; {config.env} has a continuous one"
-        )
+    setup = require_discrete(make_env(config.env), "pqn", config.env)
     env, default_env_params = setup.env, setup.default_params
     num_actions = setup.action_dim
     network = QNetwork(

@@ -159,9 +159,8 @@ def env_param_fields(env_name: str) -> dict[str, np.dtype]:
     }
 
 
-def _check_env_value(env_name: str, name: str, value: Any) -> float | int:
+def _check_env_value(env: Any, name: str, value: Any) -> float | int:
     """One env param value, checked against the env's declared range."""
-    env, _ = envs.make(env_name)
     try:
         return env.check_params({name: value})[name]
     except ValueError as err:
@@ -220,6 +219,7 @@ def build_plan(
         env_fields = env_param_fields(config.env)
     except KeyError as err:
         raise SweepSpecError(err.args[0]) from None
+    env, _ = envs.make(config.env)
     for name in env_search:
         if name not in env_fields:
             raise _unknown(f"{config.env} env param", name, tuple(env_fields))
@@ -276,7 +276,7 @@ def build_plan(
         for key, value in values.items():
             if key.startswith(ENV_PREFIX):
                 name = key[len(ENV_PREFIX) :]
-                env_values[name] = _check_env_value(config.env, name, value)
+                env_values[name] = _check_env_value(env, name, value)
             elif key in hyperparam_fields:
                 changes[key] = _check_hp(ranges, key, value)
             elif key == "hidden":
