@@ -7,6 +7,7 @@ from ondevice_rl.envs.acrobot import Acrobot
 from ondevice_rl.envs.brax_adapter import BraxAdapter
 from ondevice_rl.envs.cartpole import CartPole
 from ondevice_rl.envs.gymnax_adapter import GymnaxAdapter
+from ondevice_rl.envs.mjx_adapter import DM_CONTROL_SUITE, MjxAdapter
 from ondevice_rl.envs.mountain_car import MountainCar
 from ondevice_rl.envs.mountain_car_continuous import MountainCarContinuous
 from ondevice_rl.envs.pendulum import Pendulum
@@ -77,12 +78,21 @@ else:
     register_unavailable(
         "brax/", "brax is not installed: pip install 'ondevice_rl[brax]'"
     )
+if importlib.util.find_spec("mujoco_playground") is not None:
+    for _name in DM_CONTROL_SUITE:
+        register(f"mjx/{_name}", partial(MjxAdapter, _name))
+else:
+    register_unavailable(
+        "mjx/",
+        "MuJoCo Playground is not installed: pip install 'ondevice_rl[mjx]'",
+    )
 
 __all__ = [
     "Acrobot",
     "BraxAdapter",
     "CartPole",
     "GymnaxAdapter",
+    "MjxAdapter",
     "MountainCar",
     "MountainCarContinuous",
     "Pendulum",

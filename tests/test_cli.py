@@ -95,6 +95,7 @@ def test_envs_lists_environments(capsys):
     out = capsys.readouterr().out
     assert "CartPole-v1" in out and "Discrete(2)" in out and "500" in out
     assert "gymnax/Breakout-MinAtar" in out and "brax/ant" in out
+    assert "mjx/CheetahRun" in out
 
 
 def test_algos_lists_learners(capsys):

@@ -98,7 +98,7 @@ EXAMPLES = {"gymnax/": 3}
 
 
 def _tested(name):
-    return not name.startswith("brax/")
+    return not name.startswith(("brax/", "mjx/"))
 
 
 def _examples(name):

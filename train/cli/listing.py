@@ -11,7 +11,7 @@ def add_subcommands(subparsers, algo: str = DEFAULT) -> None:
     envs.add_argument(
         "--full",
         action="store_true",
-        help="also build the brax envs to show their spaces (≈10 s each on CPU)",
+        help="also build the brax and mjx envs to show their spaces (≈10 s each on CPU)",
     )
     envs.set_defaults(func=_envs)
     recipes = subparsers.add_parser("recipes", help="list the shipped recipes")
@@ -43,7 +43,7 @@ def _envs(args) -> int:
     for column in ("name", "observation", "action space", "time limit"):
         table.add_column(column, no_wrap=column == "name")
     for name in envs.names():
-        if name.startswith("brax/") and not args.full:
+        if name.startswith(("brax/", "mjx/")) and not args.full:
             table.add_row(name, "-", "(--full builds it)", "-")
             continue
         try:

@@ -1,0 +1,91 @@
+"""MuJoCo Playground adapter: names, missing-install message, MJX physics
+against MuJoCo's C simulator, our time limit, no reset inside ``step``."""
+
+import subprocess
+import sys
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from ondevice_rl import envs
+from ondevice_rl.envs.mjx_adapter import DM_CONTROL_SUITE
+
+playground = pytest.importorskip("mujoco_playground")
+
+
+def test_names_are_playgrounds_dm_control_suite():
+    assert set(DM_CONTROL_SUITE) == set(playground.registry.dm_control_suite.ALL_ENVS)
+    listed = [n for n in envs.names() if n.startswith("mjx/")]
+    assert sorted(listed) == sorted(f"mjx/{n}" for n in DM_CONTROL_SUITE)
+
+
+def test_mjx_missing_says_what_to_install():
+    code = (
+        "import sys; sys.modules['mujoco_playground'] = None\n"
+        "from ondevice_rl import envs\n"
+        "try:\n    envs.make('mjx/CartpoleBalance')\n"
+        "except KeyError as e:\n    print(e.args[0])\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout
+    assert out.strip().endswith("pip install 'ondevice_rl[mjx]'"), out
+    assert len(out.strip().splitlines()) == 1
+
+
+@pytest.fixture(scope="module")
+def cartpole():
+    return envs.make("mjx/CartpoleBalance")
+
+
+def test_physics_matches_mujoco_c(cartpole):
+    """20 control steps of MJX (under jit) against ``mujoco.mj_step`` from the
+    same reset state and the same actions."""
+    import mujoco
+
+    env, params = cartpole
+    obs, state = jax.jit(env.reset)(jax.random.PRNGKey(3), params)
+    actions = jnp.sin(jnp.arange(20, dtype=jnp.float32))[:, None]  # in [-1, 1]
+
+    def body(s, a):
+        ts = env.step(jax.random.PRNGKey(0), s, a, params)
+        return ts.state, ts.state.mjx_state.data.qpos
+
+    _, qpos = jax.jit(lambda s: jax.lax.scan(body, s, actions))(state)
+
+    model = env.mjx_env.mj_model
+    data = mujoco.MjData(model)
+    data.qpos[:] = np.asarray(state.mjx_state.data.qpos)
+    data.qvel[:] = np.asarray(state.mjx_state.data.qvel)
+    substeps = env.mjx_env.n_substeps
+    expected = []
+    for a in np.asarray(actions):
+        data.ctrl[:] = a
+        for _ in range(substeps):
+            mujoco.mj_step(model, data)
+        expected.append(data.qpos.copy())
+    np.testing.assert_allclose(np.asarray(qpos), np.stack(expected), atol=1e-4)
+    assert float(np.abs(np.stack(expected)[-1] - expected[0]).max()) > 1e-3  # it moved
+
+
+def test_spaces_time_limit_and_no_reset_under_vmap(cartpole):
+    env, params = cartpole
+    assert int(params.max_steps) == 1000  # Playground's episode_length
+    assert env.observation_space(params).shape == (5,)
+    assert env.action_space(params).shape == (1,)
+    np.testing.assert_array_equal(env.mjx_env.mj_model.actuator_ctrlrange, [[-1, 1]])
+    params = params._replace(max_steps=jnp.int32(4))
+    keys = jax.random.split(jax.random.PRNGKey(0), 3)
+    obs, state = jax.jit(jax.vmap(env.reset, in_axes=(0, None)))(keys, params)
+    assert obs.shape == (3, 5) and obs.dtype == jnp.float32
+    step = jax.jit(jax.vmap(env.step, in_axes=(0, 0, 0, None)))
+    actions = jnp.zeros((3, 1))
+    for t in range(4):
+        ts = step(keys, state, actions, params)
+        state = ts.state
+        assert bool((ts.truncated == (t == 3)).all())
+    assert not bool(ts.terminated.any()) and ts.reward.dtype == jnp.float32
+    assert bool(((ts.reward > 0) & (ts.reward <= 1)).all())  # dm_control rewards
+    np.testing.assert_array_equal(state.time, 4)  # no reset inside step
