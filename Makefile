@@ -30,7 +30,7 @@ bench: $(STAMP)
 # Every shipped recipe (hours on CPU), then README's results table and
 # docs/results/*.png; ONLY="name ..." trains a few, the table keeps the rest.
 results: $(STAMP)
-	$(BIN)/pip install --quiet -e '.[brax]'
+	$(BIN)/pip install --quiet -e '.[brax,mjx]'
 	$(BIN)/python -m ondevice_rl.train.results $(if $(ONLY),--only $(ONLY))
 
 lint: $(STAMP)

@@ -8,6 +8,8 @@ unfinished one is never listed).
 
 Typed PRNG keys (``jax.random.key``) are stored as their raw ``uint32`` key
 data and rewrapped on restore, using the key implementation found in ``like``.
+Arrays with a zero-size dimension (MJX's ``Data`` has some) hold no data and
+orbax refuses them: they are left out and rebuilt from ``like`` on restore.
 """
 
 from pathlib import Path
@@ -24,8 +26,15 @@ def _is_key(x: Any) -> bool:
     )
 
 
+def _stored(x: Any) -> Any:
+    """What orbax writes for one leaf: key data for keys, None if empty."""
+    if np.size(x) == 0:
+        return None
+    return jax.random.key_data(x) if _is_key(x) else x
+
+
 def _unwrap_keys(tree: Any) -> Any:
-    return jax.tree.map(lambda x: jax.random.key_data(x) if _is_key(x) else x, tree)
+    return jax.tree.map(_stored, tree)
 
 
 def save(path: str | Path, pytree: Any) -> Path:
@@ -47,15 +56,19 @@ def _abstract(like: Any) -> Any:
 
 
 def _rewrap_keys(like: Any, restored: Any) -> Any:
-    return jax.tree.map(
-        lambda ref, x: (
-            jax.random.wrap_key_data(x, impl=jax.random.key_impl(ref))
-            if _is_key(ref)
-            else x
-        ),
-        like,
-        restored,
-    )
+    """``restored`` (``like``'s structure, None where ``like`` is empty) with
+    keys rewrapped and the empty arrays rebuilt."""
+    refs, treedef = jax.tree.flatten(like)
+    values = jax.tree.leaves(restored, is_leaf=lambda x: x is None)
+
+    def rebuild(ref, x):
+        if x is None:
+            return np.zeros(np.shape(ref), ref.dtype)
+        if _is_key(ref):
+            return jax.random.wrap_key_data(x, impl=jax.random.key_impl(ref))
+        return x
+
+    return treedef.unflatten([rebuild(r, x) for r, x in zip(refs, values, strict=True)])
 
 
 class Checkpoints:
