@@ -1,10 +1,8 @@
 """A brax environment behind our protocol (brax is imported lazily).
 
 ``brax.envs.get_environment(name)`` gives the bare environment (no episode or
-auto-reset wrapper); we add the time limit: ``truncated = time >= max_steps``
-(default 1000). ``obs = state.obs``, ``reward = state.reward``,
-``terminated = state.done``. Brax physics is deterministic: ``step`` ignores
-its key. Install with ``pip install 'ondevice_rl[brax]'``.
+auto-reset wrapper); ``PhysicsAdapter`` adds the time limit (default 1000).
+Install with ``pip install 'ondevice_rl[brax]'``.
 
     env, params = ondevice_rl.make("brax/ant")
 """
@@ -12,14 +10,8 @@ its key. Install with ``pip install 'ondevice_rl[brax]'``.
 from typing import Any, NamedTuple
 
 import jax
-import jax.numpy as jnp
 
-from ondevice_rl.spaces import Box
-from ondevice_rl.types import Environment, TimeStep
-
-
-class BraxParams(NamedTuple):
-    max_steps: jax.Array  # [] int32
+from ondevice_rl.envs.physics_adapter import PhysicsAdapter
 
 
 class BraxState(NamedTuple):
@@ -27,10 +19,10 @@ class BraxState(NamedTuple):
     time: jax.Array  # [] int32
 
 
-class BraxAdapter(Environment):
+class BraxAdapter(PhysicsAdapter):
     """Wraps ``brax.envs.get_environment(name, **kwargs)``."""
 
-    stochastic_step = False
+    state_type = BraxState
 
     def __init__(self, brax_name: str, max_steps: int = 1000, **kwargs: Any):
         try:
@@ -39,32 +31,5 @@ class BraxAdapter(Environment):
             raise ImportError(
                 "brax is not installed: pip install 'ondevice_rl[brax]'"
             ) from e
-        self.brax_env = brax_envs.get_environment(brax_name, **kwargs)
-        self.name = f"brax/{brax_name}"
-        self._max_steps = int(max_steps)
-
-    def default_params(self) -> BraxParams:
-        return BraxParams(jnp.int32(self._max_steps))
-
-    def reset(self, key, params):
-        state = self.brax_env.reset(key)
-        return state.obs, BraxState(state, jnp.int32(0))
-
-    def step(self, key, state, action, params) -> TimeStep:
-        brax_state = self.brax_env.step(state.brax_state, action)
-        time = state.time + 1
-        return TimeStep(
-            obs=brax_state.obs,
-            state=BraxState(brax_state, time),
-            reward=jnp.asarray(brax_state.reward, jnp.float32),
-            terminated=brax_state.done > 0.5,
-            truncated=time >= params.max_steps,
-            info={},
-        )
-
-    def observation_space(self, params):
-        size = self.brax_env.observation_size
-        return Box(-jnp.inf, jnp.inf, (int(size),), jnp.float32)
-
-    def action_space(self, params):
-        return Box(-1.0, 1.0, (int(self.brax_env.action_size),), jnp.float32)
+        inner = brax_envs.get_environment(brax_name, **kwargs)
+        super().__init__(inner, f"brax/{brax_name}", max_steps)

@@ -55,11 +55,11 @@ def test_physics_matches_mujoco_c(cartpole):
 
     _, qpos = jax.jit(lambda s: jax.lax.scan(body, s, actions))(state)
 
-    model = env.mjx_env.mj_model
+    model = env.inner.mj_model
     data = mujoco.MjData(model)
     data.qpos[:] = np.asarray(state.mjx_state.data.qpos)
     data.qvel[:] = np.asarray(state.mjx_state.data.qvel)
-    substeps = env.mjx_env.n_substeps
+    substeps = env.inner.n_substeps
     expected = []
     for a in np.asarray(actions):
         data.ctrl[:] = a
@@ -75,7 +75,7 @@ def test_spaces_time_limit_and_no_reset_under_vmap(cartpole):
     assert int(params.max_steps) == 1000  # Playground's episode_length
     assert env.observation_space(params).shape == (5,)
     assert env.action_space(params).shape == (1,)
-    np.testing.assert_array_equal(env.mjx_env.mj_model.actuator_ctrlrange, [[-1, 1]])
+    np.testing.assert_array_equal(env.inner.mj_model.actuator_ctrlrange, [[-1, 1]])
     params = params._replace(max_steps=jnp.int32(4))
     keys = jax.random.split(jax.random.PRNGKey(0), 3)
     obs, state = jax.jit(jax.vmap(env.reset, in_axes=(0, None)))(keys, params)
