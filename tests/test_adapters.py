@@ -1,4 +1,5 @@
-"""gymnax and brax adapters: same dynamics as our ports, our time limit, no reset."""
+"""gymnax and brax adapters: same dynamics as our ports, our time limit, no
+reset; the message for a missing backend (mjx's too)."""
 
 import subprocess
 import sys
@@ -122,17 +123,21 @@ def test_unknown_names_give_one_line():
         envs.make("gymnax/SpaceInvader-MinAtar")
 
 
-def test_brax_missing_says_what_to_install():
+@pytest.mark.parametrize(
+    "module, name, extra",
+    [("brax", "brax/hopper", "brax"), ("mujoco_playground", "mjx/CheetahRun", "mjx")],
+)
+def test_missing_backend_says_what_to_install(module, name, extra):
     code = (
-        "import sys; sys.modules['brax'] = None\n"
+        f"import sys; sys.modules[{module!r}] = None\n"
         "from ondevice_rl import envs\n"
-        "try:\n    envs.make('brax/hopper')\n"
+        f"try:\n    envs.make({name!r})\n"
         "except KeyError as e:\n    print(e.args[0])\n"
     )
     out = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     ).stdout
-    assert out.strip().endswith("pip install 'ondevice_rl[brax]'"), out
+    assert out.strip().endswith(f"pip install 'ondevice_rl[{extra}]'"), out
     assert len(out.strip().splitlines()) == 1
 
 
