@@ -26,15 +26,15 @@ def _is_key(x: Any) -> bool:
     )
 
 
-def _stored(x: Any) -> Any:
+def _stored_leaf(x: Any) -> Any:
     """What orbax writes for one leaf: key data for keys, None if empty."""
     if np.size(x) == 0:
         return None
     return jax.random.key_data(x) if _is_key(x) else x
 
 
-def _unwrap_keys(tree: Any) -> Any:
-    return jax.tree.map(_stored, tree)
+def _to_stored(tree: Any) -> Any:
+    return jax.tree.map(_stored_leaf, tree)
 
 
 def save(path: str | Path, pytree: Any) -> Path:
@@ -44,18 +44,18 @@ def save(path: str | Path, pytree: Any) -> Path:
     """
     path = Path(path).absolute()
     with ocp.StandardCheckpointer() as checkpointer:
-        checkpointer.save(path, _unwrap_keys(pytree), force=True)
+        checkpointer.save(path, _to_stored(pytree), force=True)
         checkpointer.wait_until_finished()
     return path
 
 
 def _abstract(like: Any) -> Any:
     return jax.tree.map(
-        lambda x: jax.ShapeDtypeStruct(np.shape(x), x.dtype), _unwrap_keys(like)
+        lambda x: jax.ShapeDtypeStruct(np.shape(x), x.dtype), _to_stored(like)
     )
 
 
-def _rewrap_keys(like: Any, restored: Any) -> Any:
+def _from_stored(like: Any, restored: Any) -> Any:
     """``restored`` (``like``'s structure, None where ``like`` is empty) with
     keys rewrapped and the empty arrays rebuilt."""
     refs, treedef = jax.tree.flatten(like)
@@ -100,7 +100,7 @@ class Checkpoints:
 
     def save(self, step: int, pytree: Any) -> None:
         self._manager.save(
-            step, args=ocp.args.StandardSave(_unwrap_keys(pytree)), force=True
+            step, args=ocp.args.StandardSave(_to_stored(pytree)), force=True
         )
         self._manager.wait_until_finished()
 
@@ -109,7 +109,7 @@ class Checkpoints:
         restored = self._manager.restore(
             step, args=ocp.args.StandardRestore(_abstract(like))
         )
-        return _rewrap_keys(like, restored)
+        return _from_stored(like, restored)
 
     def restore_fields(self, step: int, like: dict[str, Any]) -> dict[str, Any]:
         """Only some top-level fields of checkpoint ``step`` (a NamedTuple or
@@ -126,7 +126,7 @@ class Checkpoints:
             restore_args=ocp.checkpoint_utils.construct_restore_args(abstract),
             partial_restore=True,
         )
-        return _rewrap_keys(like, self._manager.restore(step, args=args))
+        return _from_stored(like, self._manager.restore(step, args=args))
 
 
 def restore(path: str | Path, like: Any) -> Any:
@@ -137,4 +137,4 @@ def restore(path: str | Path, like: Any) -> Any:
     path = Path(path).absolute()
     with ocp.StandardCheckpointer() as checkpointer:
         restored = checkpointer.restore(path, _abstract(like))
-    return _rewrap_keys(like, restored)
+    return _from_stored(like, restored)

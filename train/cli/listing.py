@@ -11,7 +11,7 @@ def add_subcommands(subparsers, algo: str = DEFAULT) -> None:
     envs.add_argument(
         "--full",
         action="store_true",
-        help="also build the brax and mjx envs to show their spaces (≈10 s each on CPU)",
+        help="also build the brax and mjx envs to show their spaces (≈10 s each)",
     )
     envs.set_defaults(func=_envs)
     recipes = subparsers.add_parser("recipes", help="list the shipped recipes")
