@@ -50,11 +50,56 @@ def sequential_under_vmap(init: Callable) -> Callable:
     return member_init
 
 
+@jax.custom_vjp
+def dense_matmul(x: jax.Array, kernel: jax.Array) -> jax.Array:
+    """``x [..., K] @ kernel [K, N] -> [..., N]``, with a gradient laid out
+    for XLA:CPU's fast matmul.
+
+    The same numbers as ``x @ kernel`` and its autodiff gradient, up to
+    summation order. Autodiff gives the kernel's gradient as ``g^T x``
+    (``[N, K]``) transposed, which XLA:CPU folds into one dot contracting
+    both operands' leading axis; that form misses YNNPACK and ran ≈2× slower
+    than the matmul it mirrors (DQN's 128×120×84 middle layer: ≈60 µs vs
+    ≈30 µs). Here the kernel's gradient is ``x^T g`` with ``x^T``
+    materialised (an optimisation barrier stops XLA folding the transpose
+    back), and ``g kernel^T`` contracts the kernel's last axis, which
+    YNNPACK takes as it is.
+    """
+    return x @ kernel
+
+
+def _dense_matmul_fwd(x, kernel):
+    return x @ kernel, (x, kernel)
+
+
+def _dense_matmul_bwd(saved, g):
+    x, kernel = saved
+    dx = jax.lax.dot_general(g, kernel, (((g.ndim - 1,), (1,)), ((), ())))
+    x_rows = x.reshape(-1, x.shape[-1])  # [M, K]
+    g_rows = g.reshape(-1, g.shape[-1])  # [M, N]
+    dkernel = jax.lax.optimization_barrier(x_rows.T) @ g_rows
+    return dx, dkernel
+
+
+dense_matmul.defvjp(_dense_matmul_fwd, _dense_matmul_bwd)
+
+
+def _dense_dot_general(lhs, rhs, dimension_numbers, precision=None, **_):
+    """``nn.Dense``'s ``dot_general`` hook: its one contraction (``lhs``'s
+    last axis with ``rhs``'s first) as ``dense_matmul``."""
+    contract, batch = dimension_numbers
+    if contract != ((lhs.ndim - 1,), (0,)) or batch != ((), ()):
+        raise ValueError(f"dense_matmul takes a Dense contraction, got {contract}")
+    del precision  # float32 on CPU; the default elsewhere, as nn.Dense's
+    return dense_matmul(lhs, rhs)
+
+
 def _dense(features: int, scale: float) -> nn.Dense:
     return nn.Dense(
         features,
         kernel_init=sequential_under_vmap(nn.initializers.orthogonal(scale)),
         bias_init=nn.zeros,
+        dot_general=_dense_dot_general,
     )
 
 
@@ -82,7 +127,7 @@ class Conv3x3(nn.Module):
         h, w = x.shape[-3] - 2, x.shape[-2] - 2
         views = [x[..., i : i + h, j : j + w, :] for i in range(3) for j in range(3)]
         patches = jnp.concatenate(views, axis=-1)  # [..., h, w, 9 * C], (i, j, c)
-        return patches @ kernel.reshape(9 * channels, self.features) + bias
+        return dense_matmul(patches, kernel.reshape(9 * channels, self.features)) + bias
 
 
 def torso(x: jax.Array, obs_ndim: int, conv: Sequence[int]) -> jax.Array:
