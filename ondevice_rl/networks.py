@@ -90,7 +90,7 @@ def _dense_dot_general(lhs, rhs, dimension_numbers, precision=None, **_):
     contract, batch = dimension_numbers
     if contract != ((lhs.ndim - 1,), (0,)) or batch != ((), ()):
         raise ValueError(f"dense_matmul takes a Dense contraction, got {contract}")
-    del precision  # float32 on CPU; the default elsewhere, as nn.Dense's
+    del precision  # our Dense layers leave it unset (None): the backend's default
     return dense_matmul(lhs, rhs)
 
 
