@@ -1,0 +1,117 @@
+"""Every learner's exact float32 metrics and final parameters on a tiny config.
+
+Pinned so that a refactor which must not change the arithmetic cannot
+change it unnoticed. A change to these numbers that is meant goes in a
+commit of its own that says why, with the file rewritten by::
+
+    python tests/test_golden.py --write
+
+Results depend on XLA's backend optimisation level (the default suite runs
+with ``--xla_backend_optimization_level=0``), so the file keeps one set per
+level; ``--write`` computes both, each in a subprocess with its own flags.
+"""
+
+import hashlib
+import json
+import os
+import pathlib
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+GOLDEN = pathlib.Path(__file__).with_name("golden_metrics.json")
+OPT0 = "--xla_backend_optimization_level=0"
+
+#: One tiny config per learner, covering its switches that change the program.
+CONFIGS = {
+    "ppo": dict(
+        num_envs=4,
+        num_steps=8,
+        update_epochs=2,
+        num_minibatches=2,
+        total_timesteps=96,
+        hidden=(16, 16),
+        normalize_obs=True,
+        normalize_rewards=True,
+    ),
+    "a2c": dict(num_envs=4, num_steps=5, total_timesteps=60, hidden=(16, 16)),
+    "dqn": dict(
+        num_envs=2,
+        total_timesteps=40,
+        buffer_size=32,
+        batch_size=8,
+        learning_starts=8,
+        target_update_every=10,
+        exploration_steps=20,
+        double_dqn=True,
+        n_step=2,
+        hidden=(16, 16),
+    ),
+    "pqn": dict(
+        num_envs=4,
+        num_steps=4,
+        update_epochs=2,
+        num_minibatches=2,
+        total_timesteps=64,
+        hidden=(16, 16),
+    ),
+}
+
+
+def _profile() -> str:
+    return "opt0" if OPT0 in os.environ.get("XLA_FLAGS", "") else "default"
+
+
+def _digest(algo: str) -> dict:
+    import jax
+
+    from ondevice_rl.train import get_algorithm
+
+    record = get_algorithm(algo)
+    config = record.config(**CONFIGS[algo])
+    out = jax.jit(record.make_train(config))(jax.random.PRNGKey(7), config.hyperparams)
+    metrics = {
+        name: np.asarray(value, np.float32).tobytes().hex()
+        for name, value in sorted(out.metrics.items())
+    }
+    params = hashlib.sha256()
+    for leaf in jax.tree.leaves(out.state.params):
+        params.update(np.asarray(leaf).tobytes())
+    return {"metrics": metrics, "params_sha256": params.hexdigest()}
+
+
+@pytest.mark.parametrize("algo", sorted(CONFIGS))
+def test_metrics_and_params_are_bitwise_pinned(algo):
+    golden = json.loads(GOLDEN.read_text())[_profile()][algo]
+    got = _digest(algo)
+    assert sorted(got["metrics"]) == sorted(golden["metrics"])
+    for name, hexed in golden["metrics"].items():
+        expected = np.frombuffer(bytes.fromhex(hexed), np.float32)
+        actual = np.frombuffer(bytes.fromhex(got["metrics"][name]), np.float32)
+        np.testing.assert_array_equal(actual, expected, err_msg=f"{algo} {name}")
+    assert got["params_sha256"] == golden["params_sha256"]
+
+
+def _write() -> None:
+    table = {}
+    for profile, extra in (("opt0", OPT0), ("default", "")):
+        flags = os.environ.get("XLA_FLAGS", "").replace(OPT0, "")
+        env = dict(os.environ, XLA_FLAGS=f"{flags} {extra}", JAX_PLATFORMS="cpu")
+        code = (
+            "import json, sys; sys.path.insert(0, 'tests'); import test_golden; "
+            "print(json.dumps({a: test_golden._digest(a) "
+            "for a in test_golden.CONFIGS}))"
+        )
+        out = subprocess.run(
+            [sys.executable, "-c", code], env=env, check=True, capture_output=True
+        )
+        table[profile] = json.loads(out.stdout.decode().strip().splitlines()[-1])
+    GOLDEN.write_text(json.dumps(table, indent=1, sort_keys=True) + "\n")
+
+
+if __name__ == "__main__":
+    if sys.argv[1:] != ["--write"]:
+        sys.exit("usage: python tests/test_golden.py --write")
+    _write()
