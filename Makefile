@@ -31,7 +31,7 @@ bench: $(STAMP)
 # docs/results/*.png; ONLY="name ..." trains a few, the table keeps the rest.
 results: $(STAMP)
 	$(BIN)/pip install --quiet -e '.[brax,mjx]'
-	$(BIN)/python -m ondevice_rl.train.results $(if $(ONLY),--only $(ONLY))
+	$(BIN)/python -m ondevice_rl.train.recipes.results $(if $(ONLY),--only $(ONLY))
 
 lint: $(STAMP)
 	$(BIN)/ruff check ondevice_rl envs train tests

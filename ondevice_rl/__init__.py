@@ -5,7 +5,7 @@ jaxlib's CPU runtime and lowers Threefry without a loop on CPU (see README,
 "CPU notes"); import it before running JAX computations.
 
 ``load_policy(run_dir)`` (a trained run's policy) comes from
-``ondevice_rl.train.policy``, imported on first use only: the core never
+``ondevice_rl.train.use.policy``, imported on first use only: the core never
 imports ``ondevice_rl.train``.
 """
 
@@ -38,7 +38,7 @@ __all__ = [
 ]
 __version__ = "0.1.0"
 
-_LAZY = {"load_policy": "ondevice_rl.train.policy"}
+_LAZY = {"load_policy": "ondevice_rl.train.use.policy"}
 
 
 def __getattr__(name: str):

@@ -4,9 +4,9 @@ import json
 
 import pytest
 
-from ondevice_rl.train.artifacts import read_metrics
 from ondevice_rl.train.cli import build_parser, main
 from ondevice_rl.train.cli.train import _build_config, compilation_cache_dir
+from ondevice_rl.train.run.artifacts import read_metrics
 
 
 @pytest.fixture(autouse=True)

@@ -1,4 +1,4 @@
-"""Evaluation on the device (train/evaluate.py), ``ondevice-rl eval``, periodic
+"""Evaluation on the device (ondevice_rl/evaluation.py), ``ondevice-rl eval``, periodic
 evaluation inside the training program (``--eval-every``), TensorBoard files.
 
 One tiny run per registered learner (4 updates in 2 segments, evaluated after
@@ -15,22 +15,22 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from ondevice_rl.evaluation import evaluate, summarize
 from ondevice_rl.train import algorithms, get_algorithm
-from ondevice_rl.train.artifacts import read_metrics
 from ondevice_rl.train.bench.transfers import host_ops
 from ondevice_rl.train.cli import main
-from ondevice_rl.train.evaluate import evaluate, summarize
-from ondevice_rl.train.policy import make_policy
-from ondevice_rl.train.programs import PROGRAMS
-from ondevice_rl.train.runner import resume_training, run_training
-from ondevice_rl.train.segments import (
+from ondevice_rl.train.run.artifacts import read_metrics
+from ondevice_rl.train.run.runner import resume_training, run_training
+from ondevice_rl.train.run.segments import (
     Evaluation,
     compile_programs,
     eval_key_for,
     eval_updates,
     lower_segment,
 )
-from ondevice_rl.train.tensorboard import read_scalars
+from ondevice_rl.train.services.programs import PROGRAMS
+from ondevice_rl.train.services.tensorboard import read_scalars
+from ondevice_rl.train.use.policy import make_policy
 
 UPDATES, SEGMENTS, EVERY, EPISODES = 4, 2, 2, 3
 PROBE = "Probe-Truncation-v0"
@@ -272,7 +272,7 @@ def test_policies_see_observations_as_the_learner_did(runs):
     if not getattr(config, "normalize_obs", False):
         pytest.skip("PPO has no observation normalisation")
     from ondevice_rl.normalize import normalize
-    from ondevice_rl.train.policy import load_run
+    from ondevice_rl.train.use.policy import load_run
 
     run = load_run(out)
     stats = run.params.normalizer.obs

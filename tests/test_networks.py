@@ -78,7 +78,7 @@ def test_vmapped_conv_init_runs_one_qr_per_member():
 
 @pytest.mark.parametrize("algo", ["ppo", "a2c", "dqn", "pqn"])
 def test_minatar_policies_have_conv_kernels(algo):
-    from ondevice_rl.train.registry import get_algorithm
+    from ondevice_rl.train.kit.registry import get_algorithm
 
     algorithm = get_algorithm(algo)
     config = algorithm.config(env="gymnax/Breakout-MinAtar")

@@ -72,7 +72,7 @@ def test_disabled_normalizer_has_no_leaves():
 
 @pytest.mark.parametrize("algo", ["ppo", "a2c"])
 def test_learners_keep_statistics_in_the_train_state_under_vmap(algo):
-    from ondevice_rl.train.registry import get_algorithm
+    from ondevice_rl.train.kit.registry import get_algorithm
 
     algorithm = get_algorithm(algo)
     config = algorithm.config(

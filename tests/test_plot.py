@@ -1,4 +1,4 @@
-"""``ondevice-rl plot``: runs' and sweeps' curves on one figure (train/plots.py).
+"""``ondevice-rl plot``: runs' and sweeps' curves on one figure (train/use/plots.py).
 
 Run and sweep directories are written here in the formats the runner
 (``artifacts``) and sweeps (``sweep/results.py``, ``report.py``) write.
@@ -9,9 +9,9 @@ import csv
 import numpy as np
 import pytest
 
-from ondevice_rl.train import artifacts
 from ondevice_rl.train.cli import main
-from ondevice_rl.train.plots import load_curves
+from ondevice_rl.train.run import artifacts
+from ondevice_rl.train.use.plots import load_curves
 
 PNG = b"\x89PNG"
 

@@ -1,4 +1,4 @@
-"""One policy for every learner (train/policy.py), ``ondevice_rl.load_policy``
+"""One policy for every learner (train/use/policy.py), ``ondevice_rl.load_policy``
 and the gymnasium cross-check of a trained CartPole policy."""
 
 import subprocess
@@ -11,12 +11,12 @@ import numpy as np
 import pytest
 
 import ondevice_rl
+from ondevice_rl.evaluation import evaluate
 from ondevice_rl.networks import ActorCritic, QNetwork
 from ondevice_rl.train import get_algorithm
-from ondevice_rl.train.evaluate import evaluate
-from ondevice_rl.train.policy import make_policy, run_in_gymnasium
-from ondevice_rl.train.programs import PROGRAMS
-from ondevice_rl.train.runner import run_training
+from ondevice_rl.train.run.runner import run_training
+from ondevice_rl.train.services.programs import PROGRAMS
+from ondevice_rl.train.use.policy import make_policy, run_in_gymnasium
 
 KEY = jax.random.key(0)
 
@@ -94,7 +94,7 @@ def test_the_core_imports_no_training_code_until_load_policy_is_used():
         "import sys, ondevice_rl; "
         "assert not any(m.startswith('ondevice_rl.train') for m in sys.modules); "
         "ondevice_rl.load_policy; "
-        "assert 'ondevice_rl.train.policy' in sys.modules"
+        "assert 'ondevice_rl.train.use.policy' in sys.modules"
     )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
 

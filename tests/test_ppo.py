@@ -8,7 +8,7 @@ import pytest
 from ondevice_rl.metrics import final_return
 from ondevice_rl.networks import ActorCritic
 from ondevice_rl.train import ppo
-from ondevice_rl.train.recipe import load_recipe
+from ondevice_rl.train.recipes.loader import load_recipe
 
 
 def _value(trainer, state, obs):
@@ -189,7 +189,7 @@ def test_cartpole_eight_seeds_reach_475():
 
 @pytest.mark.parametrize("n", [1, 7, 512, 1000])
 def test_fast_permutation_is_a_permutation_and_varies(n):
-    from ondevice_rl.train.minibatches import fast_permutation
+    from ondevice_rl.train.kit.minibatches import fast_permutation
 
     perms = jax.vmap(lambda k: fast_permutation(k, n))(
         jax.random.split(jax.random.PRNGKey(0), 200)

@@ -3,15 +3,15 @@
 import pytest
 
 from ondevice_rl import envs
+from ondevice_rl.train.kit.registry import algorithm_of
 from ondevice_rl.train.ppo import PPOConfig
-from ondevice_rl.train.recipe import (
+from ondevice_rl.train.recipes.loader import (
     config_from_dict,
     describe,
     list_recipes,
     load_recipe,
     recipe_algorithm,
 )
-from ondevice_rl.train.registry import algorithm_of
 
 #: Final return each recipe must reach through the runner (seed 0; slow
 #: test). acrobot_a2c and acrobot_dqn claim a mean over 8 vmapped seeds,
@@ -117,7 +117,7 @@ def test_unknown_recipe_and_bad_toml(tmp_path):
 @pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(GOALS))
 def test_recipe_reaches_goal(name):
-    from ondevice_rl.train.runner import run_training
+    from ondevice_rl.train.run.runner import run_training
 
     result = run_training(load_recipe(name), seed=0, progress=False)
     assert result.final_return >= GOALS[name], result.final_return

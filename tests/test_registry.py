@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from ondevice_rl.train import algorithms, get_algorithm
-from ondevice_rl.train.algorithm import Range
-from ondevice_rl.train.registry import algorithm_of, check_env
+from ondevice_rl.train.kit.algorithm import Range
+from ondevice_rl.train.kit.registry import algorithm_of, check_env
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -113,7 +113,7 @@ def test_only_the_registry_imports_ppo_outside_its_package():
             modules = _imported_modules(path)
             if any(m.startswith("ondevice_rl.train.ppo") for m in modules):
                 importers.append(rel)
-    assert importers == ["train/registry.py"]
+    assert importers == ["train/kit/registry.py"]
 
 
 def test_imports_run_one_way_core_then_envs_then_train():

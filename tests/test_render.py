@@ -1,5 +1,5 @@
 """``ondevice-rl render``: one episode of a trained policy to a GIF (or MP4),
-frames drawn by gymnasium's renderer from our states (train/render.py)."""
+frames drawn by gymnasium's renderer from our states (train/use/render.py)."""
 
 import json
 import sys
@@ -12,8 +12,8 @@ from PIL import Image
 import ondevice_rl
 from ondevice_rl.train import get_algorithm, render
 from ondevice_rl.train.cli import main
-from ondevice_rl.train.programs import PROGRAMS
-from ondevice_rl.train.runner import run_training
+from ondevice_rl.train.run.runner import run_training
+from ondevice_rl.train.services.programs import PROGRAMS
 
 pytest.importorskip("pygame")
 

@@ -14,9 +14,9 @@ import pytest
 
 from ondevice_rl.checkpoint import Checkpoints
 from ondevice_rl.train import get_algorithm
-from ondevice_rl.train.artifacts import RunDirError, read_metrics
-from ondevice_rl.train.registry import trainer_for
-from ondevice_rl.train.runner import resume_training, run_training
+from ondevice_rl.train.kit.registry import trainer_for
+from ondevice_rl.train.run.artifacts import RunDirError, read_metrics
+from ondevice_rl.train.run.runner import resume_training, run_training
 
 # 96 updates of 4 envs x 128 steps, 24 segments of 4; a checkpoint after each.
 ARGS = [

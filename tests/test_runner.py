@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 
 from ondevice_rl import checkpoint
-from ondevice_rl.train.artifacts import read_metrics
 from ondevice_rl.train.ppo import PPOConfig, make_train
-from ondevice_rl.train.runner import run_training, segment_plan
+from ondevice_rl.train.run.artifacts import read_metrics
+from ondevice_rl.train.run.runner import run_training, segment_plan
 
 # 8 updates of 4 x 128 steps; 3 segments -> [3, 3, 2]. test_cli uses the same
 # config, so its compiled programs are reused within one pytest process.

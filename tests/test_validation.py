@@ -6,7 +6,7 @@ import pytest
 from ondevice_rl import make
 from ondevice_rl.train import get_algorithm
 from ondevice_rl.train.cli import main
-from ondevice_rl.train.runner import run_training
+from ondevice_rl.train.run.runner import run_training
 
 TRAIN = [
     (["--hidden", "0"], "hidden must be positive ints"),

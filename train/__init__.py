@@ -1,21 +1,41 @@
 """Learners, the runner, recipes, sweeps, bench and the ``ondevice-rl`` CLI.
 
-``algorithms()`` lists the registered learners; ``get_algorithm(name)``
-returns one's record (config class, hyperparameters and their ranges,
-``make_trainer``, ``make_train``).
+The package face (everything here is imported on first use):
+
+* ``algorithms()`` lists the registered learners; ``get_algorithm(name)``
+  returns one's record (config class, hyperparameters and their ranges,
+  ``make_trainer``, ``make_train``);
+* ``load_recipe(name_or_path)`` the config a shipped recipe (or a TOML file)
+  describes;
+* ``run_training(config, ...)`` trains a config in compiled segments, with
+  a run directory when ``out_dir`` is given; ``resume_training(out_dir)``
+  continues one from its latest checkpoint.
+
+Rooms: ``kit`` (the learner protocol, registry and shared learner pieces),
+one package per learner (``ppo``, ``a2c``, ``dqn``, ``pqn``), ``run`` (one
+run in segments and its directory), ``services`` (host-side pieces shared by
+runs and sweeps), ``use`` (a trained policy: load, eval, render, plots),
+``recipes``, ``sweep``, ``bench`` and ``cli``.
 """
 
+import importlib
 
-def algorithms() -> tuple[str, ...]:
-    from ondevice_rl.train.registry import algorithms
+_FACE = {
+    "algorithms": "ondevice_rl.train.kit.registry",
+    "get_algorithm": "ondevice_rl.train.kit.registry",
+    "load_recipe": "ondevice_rl.train.recipes.loader",
+    "run_training": "ondevice_rl.train.run.runner",
+    "resume_training": "ondevice_rl.train.run.runner",
+}
 
-    return algorithms()
+__all__ = sorted(_FACE)
 
 
-def get_algorithm(name: str):
-    from ondevice_rl.train.registry import get_algorithm
+def __getattr__(name: str):
+    if name in _FACE:
+        return getattr(importlib.import_module(_FACE[name]), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
-    return get_algorithm(name)
 
-
-__all__ = ["algorithms", "get_algorithm"]
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_FACE))

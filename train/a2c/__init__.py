@@ -10,7 +10,7 @@ from ondevice_rl.train.a2c.loop import (
     make_trainer,
 )
 from ondevice_rl.train.a2c.loss import Batch, LossStats, a2c_loss
-from ondevice_rl.train.algorithm import Algorithm, TrainOutput
+from ondevice_rl.train.kit.algorithm import Algorithm, TrainOutput
 
 ALGORITHM = Algorithm(
     name="a2c",

@@ -29,8 +29,8 @@ from ondevice_rl.returns import gae, n_step_returns
 from ondevice_rl.rollout import RolloutState, Transition, batch_reset, rollout
 from ondevice_rl.train.a2c.config import A2CConfig, Hyperparams
 from ondevice_rl.train.a2c.loss import Batch, LossStats, a2c_loss
-from ondevice_rl.train.algorithm import TrainOutput, scan_updates, whole_run
-from ondevice_rl.train.env_setup import make_env
+from ondevice_rl.train.kit.algorithm import TrainOutput, scan_updates, whole_run
+from ondevice_rl.train.kit.env_setup import make_env
 
 
 class ActorExtras(NamedTuple):

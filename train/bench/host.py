@@ -18,7 +18,7 @@ from collections.abc import Callable
 
 from ondevice_rl.train.bench.host_loop import run_host_loop
 from ondevice_rl.train.bench.train_speed import measure_ours
-from ondevice_rl.train.registry import DEFAULT, get_algorithm
+from ondevice_rl.train.kit.registry import DEFAULT, get_algorithm
 
 DEFAULT_HOST_TIMESTEPS = 100_000
 QUICK_HOST_TIMESTEPS = 8_192

@@ -23,7 +23,7 @@ import numpy as np
 from ondevice_rl.metrics import final_return
 from ondevice_rl.rollout import Transition
 from ondevice_rl.train.bench.transfers import TransferCounter
-from ondevice_rl.train.registry import algorithm_of
+from ondevice_rl.train.kit.registry import algorithm_of
 
 
 class HostBatch(NamedTuple):

@@ -38,7 +38,7 @@ from ondevice_rl.sharding import (
     replicated_sharding,
 )
 from ondevice_rl.train.bench.transfers import TransferCounter, host_ops
-from ondevice_rl.train.registry import DEFAULT, get_algorithm
+from ondevice_rl.train.kit.registry import DEFAULT, get_algorithm
 
 DEFAULT_SEEDS = (1, 16, 64)
 QUICK_SEEDS = (1, 4)

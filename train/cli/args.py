@@ -71,7 +71,7 @@ def chosen_algorithm(argv: list[str]) -> str:
     """The learner a command line asks for: ``--algo``, else the ``algo`` of
     ``--recipe``, else the default. Unknown names come back as given (the full
     parse reports them)."""
-    from ondevice_rl.train.registry import DEFAULT
+    from ondevice_rl.train.kit.registry import DEFAULT
 
     peek = argparse.ArgumentParser(add_help=False, exit_on_error=False)
     peek.add_argument("--algo")
@@ -93,7 +93,7 @@ def chosen_algorithm(argv: list[str]) -> str:
         except (OSError, ValueError):
             return DEFAULT
     if known.recipe is not None:
-        from ondevice_rl.train.recipe import recipe_algorithm
+        from ondevice_rl.train.recipes.loader import recipe_algorithm
 
         try:
             return recipe_algorithm(known.recipe)
@@ -103,7 +103,7 @@ def chosen_algorithm(argv: list[str]) -> str:
 
 
 def add_algo_argument(parser: argparse.ArgumentParser, algo: str) -> None:
-    from ondevice_rl.train.registry import algorithms
+    from ondevice_rl.train.kit.registry import algorithms
 
     parser.add_argument(
         "--algo",

@@ -22,7 +22,7 @@ from ondevice_rl.train.cli.args import (
     positive_int_arg,
     positive_int_list_arg,
 )
-from ondevice_rl.train.registry import DEFAULT, algorithms, get_algorithm
+from ondevice_rl.train.kit.registry import DEFAULT, algorithms, get_algorithm
 
 PARTS = ("env", "train", "host")
 _count, _counts = positive_int_arg, positive_int_list_arg

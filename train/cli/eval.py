@@ -2,9 +2,9 @@
 
 ``eval RUN_DIR`` restores the run's latest checkpoint and runs ``--episodes``
 whole episodes on the device, vmapped in one compiled program
-(``train/evaluate.py``); it prints mean ± std, min and max of the returns and
+(``ondevice_rl/evaluation.py``); it prints mean ± std, min and max of the returns and
 lengths and writes ``eval.json`` (strict JSON) into RUN_DIR. ``render
-RUN_DIR --out episode.gif`` draws one episode (``train/render.py``).
+RUN_DIR --out episode.gif`` draws one episode (``train/use/render.py``).
 """
 
 import sys
@@ -97,8 +97,8 @@ def evaluate_run(run_dir: Path, episodes: int, deterministic: bool, seed: int):
     """``(loaded run, evaluate's [episodes] arrays as NumPy, compile s, run s)``."""
     import jax
 
-    from ondevice_rl.train.evaluate import evaluate
-    from ondevice_rl.train.policy import load_run, make_policy
+    from ondevice_rl.evaluation import evaluate
+    from ondevice_rl.train.use.policy import load_run, make_policy
 
     if episodes >= 2**31:
         raise ValueError(f"--episodes must be below 2^31, got {episodes}")
@@ -122,9 +122,9 @@ def evaluate_run(run_dir: Path, episodes: int, deterministic: bool, seed: int):
 
 
 def _eval(args) -> int:
-    from ondevice_rl.train.artifacts import write_json
-    from ondevice_rl.train.evaluate import summarize
-    from ondevice_rl.train.registry import algorithm_of
+    from ondevice_rl.evaluation import summarize
+    from ondevice_rl.train.kit.registry import algorithm_of
+    from ondevice_rl.train.run.artifacts import write_json
 
     try:
         _check_seed(args.seed)
@@ -173,7 +173,7 @@ def _eval(args) -> int:
 
 
 def _render(args) -> int:
-    from ondevice_rl.train.render import render_run
+    from ondevice_rl.train.use.render import render_run
 
     out = args.out if args.out is not None else args.run_dir / "episode.gif"
     try:

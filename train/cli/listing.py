@@ -1,7 +1,7 @@
 """``ondevice-rl algos``, ``ondevice-rl envs`` and ``ondevice-rl recipes``:
 tables of what there is to train."""
 
-from ondevice_rl.train.registry import DEFAULT, algorithms, get_algorithm
+from ondevice_rl.train.kit.registry import DEFAULT, algorithms, get_algorithm
 
 
 def add_subcommands(subparsers, algo: str = DEFAULT) -> None:
@@ -84,8 +84,8 @@ def _recipes(args) -> int:
     from rich.console import Console
     from rich.table import Table
 
-    from ondevice_rl.train.recipe import describe, list_recipes, load_recipe
-    from ondevice_rl.train.registry import algorithm_of
+    from ondevice_rl.train.kit.registry import algorithm_of
+    from ondevice_rl.train.recipes.loader import describe, list_recipes, load_recipe
 
     table = Table(title="recipes (ondevice-rl train --recipe NAME)")
     for column in ("name", "algo", "env", "steps", "description"):

@@ -1,5 +1,5 @@
 """``ondevice-rl plot RUN_DIR... --out curves.png``: several runs' and
-sweeps' learning curves on one figure (``train/plots.py``)."""
+sweeps' learning curves on one figure (``train/use/plots.py``)."""
 
 import sys
 from pathlib import Path
@@ -38,7 +38,7 @@ def add_subcommands(subparsers, algo: str | None = None) -> None:
 
 
 def _plot(args) -> int:
-    from ondevice_rl.train.plots import load_curves, plot_curves
+    from ondevice_rl.train.use.plots import load_curves, plot_curves
 
     try:
         curves = load_curves(args.paths, args.metric, args.top)

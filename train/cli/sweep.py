@@ -24,7 +24,6 @@ from pathlib import Path
 
 from ondevice_rl import distributed
 from ondevice_rl._xla import use_cpu_cores
-from ondevice_rl.train.algorithm import Algorithm
 from ondevice_rl.train.cli.args import (
     add_algo_argument,
     add_cpu_devices_argument,
@@ -38,7 +37,8 @@ from ondevice_rl.train.cli.sweep_specs import (
     parse_seeds,
     parse_spec,
 )
-from ondevice_rl.train.registry import DEFAULT, algorithms, get_algorithm
+from ondevice_rl.train.kit.algorithm import Algorithm
+from ondevice_rl.train.kit.registry import DEFAULT, algorithms, get_algorithm
 
 PROG = "ondevice-rl sweep"
 
@@ -163,7 +163,7 @@ def _request(args, spec) -> dict:
 
 
 def _plan(request: dict):
-    from ondevice_rl.train.registry import check_env
+    from ondevice_rl.train.kit.registry import check_env
     from ondevice_rl.train.sweep import build_plan
 
     algorithm = get_algorithm(request["algo"])
@@ -183,7 +183,7 @@ def _given_search(args, spec) -> bool:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ondevice_rl.train import artifacts
+    from ondevice_rl.train.run import artifacts
     from ondevice_rl.train.sweep import SweepSpecError, run_plan, store
 
     out = Path(args.out)
@@ -248,7 +248,7 @@ def run(args: argparse.Namespace) -> int:
             f"members; resume with: ondevice-rl sweep --resume --out {out}",
             file=sys.stderr,
         )
-        from ondevice_rl.train.interrupt import EXIT_STATUS
+        from ondevice_rl.train.services.interrupt import EXIT_STATUS
 
         return EXIT_STATUS.get(result.stop_signal, 130)
     return 0

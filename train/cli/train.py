@@ -19,7 +19,7 @@ from ondevice_rl.train.cli.args import (
     int_arg,
     one_line_errors,
 )
-from ondevice_rl.train.registry import DEFAULT, algorithms, get_algorithm
+from ondevice_rl.train.kit.registry import DEFAULT, algorithms, get_algorithm
 
 CACHE_ENV = "ONDEVICE_RL_CACHE_DIR"
 _OFF = ("", "0", "off", "none", "false")
@@ -128,8 +128,8 @@ def _build_config(args):
     """The chosen algorithm's config: recipe values, then flags. Raises
     ValueError/KeyError/FileNotFoundError with one-line messages."""
     from ondevice_rl import envs
-    from ondevice_rl.train.recipe import config_from_dict, load_recipe
-    from ondevice_rl.train.registry import check_env
+    from ondevice_rl.train.kit.registry import check_env
+    from ondevice_rl.train.recipes.loader import config_from_dict, load_recipe
 
     algorithm = get_algorithm(args.algo)
     names = [f.name for f in dataclasses.fields(algorithm.config)]
@@ -155,8 +155,8 @@ def _build_config(args):
 def _resume_flags(args) -> dict:
     """The flags given beside ``--resume``: only ``--total-timesteps`` may
     differ from the stored run (ValueError otherwise)."""
-    from ondevice_rl.train.artifacts import prepare_run_dir
-    from ondevice_rl.train.run_spec import RunSpec
+    from ondevice_rl.train.run.artifacts import prepare_run_dir
+    from ondevice_rl.train.run.run_spec import RunSpec
 
     prepare_run_dir(args.resume, resume=True)
     spec = RunSpec.load(args.resume / "config.json")
@@ -207,9 +207,9 @@ def _check_train_args(args) -> None:
 
 
 def _train(args) -> int:
-    from ondevice_rl.train.artifacts import RunDirError
-    from ondevice_rl.train.run_spec import DEFAULT_EVAL_EPISODES
-    from ondevice_rl.train.runner import resume_training, run_training
+    from ondevice_rl.train.run.artifacts import RunDirError
+    from ondevice_rl.train.run.run_spec import DEFAULT_EVAL_EPISODES
+    from ondevice_rl.train.run.runner import resume_training, run_training
 
     try:
         _check_train_args(args)
@@ -246,8 +246,8 @@ def _train(args) -> int:
 def _report(args, result, cache) -> int:
     import numpy as np
 
-    from ondevice_rl.train.interrupt import EXIT_STATUS
-    from ondevice_rl.train.registry import algorithm_of
+    from ondevice_rl.train.kit.registry import algorithm_of
+    from ondevice_rl.train.services.interrupt import EXIT_STATUS
 
     config = result.config
     updates = len(result.metrics.get("episode_return", []))

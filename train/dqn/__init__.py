@@ -1,6 +1,5 @@
 """Deep Q-learning with its replay buffer in device memory, one fused program."""
 
-from ondevice_rl.train.algorithm import Algorithm
 from ondevice_rl.train.dqn.config import HYPERPARAM_FIELDS, DQNConfig, Hyperparams
 from ondevice_rl.train.dqn.loop import (
     METRIC_NAMES,
@@ -11,6 +10,7 @@ from ondevice_rl.train.dqn.loop import (
     make_trainer,
 )
 from ondevice_rl.train.dqn.loss import LossStats, bootstrap_values, td_loss, td_targets
+from ondevice_rl.train.kit.algorithm import Algorithm
 
 ALGORITHM = Algorithm(
     name="dqn",

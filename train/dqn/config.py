@@ -18,7 +18,7 @@ from typing import NamedTuple
 
 import jax
 
-from ondevice_rl.train.algorithm import POSITIVE, UNIT, AlgorithmConfig, Range
+from ondevice_rl.train.kit.algorithm import POSITIVE, UNIT, AlgorithmConfig, Range
 
 LOSSES = ("mse", "huber")
 

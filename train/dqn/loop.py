@@ -24,10 +24,10 @@ from ondevice_rl.metrics import EPISODE_METRICS, EpisodeTracker, episode_metrics
 from ondevice_rl.networks import QNetwork
 from ondevice_rl.replay import ReplayBuffer
 from ondevice_rl.rollout import RolloutState, Transition, batch_reset, rollout
-from ondevice_rl.train.algorithm import TrainOutput, scan_updates, whole_run
 from ondevice_rl.train.dqn.config import DQNConfig, Hyperparams
 from ondevice_rl.train.dqn.loss import LossStats, bootstrap_values, td_loss, td_targets
-from ondevice_rl.train.env_setup import make_env, require_discrete
+from ondevice_rl.train.kit.algorithm import TrainOutput, scan_updates, whole_run
+from ondevice_rl.train.kit.env_setup import make_env, require_discrete
 
 
 class TrainState(NamedTuple):

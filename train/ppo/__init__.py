@@ -1,6 +1,6 @@
 """Proximal policy optimisation as one fused, vmappable program."""
 
-from ondevice_rl.train.algorithm import Algorithm
+from ondevice_rl.train.kit.algorithm import Algorithm
 from ondevice_rl.train.ppo.config import HYPERPARAM_FIELDS, Hyperparams, PPOConfig
 from ondevice_rl.train.ppo.loop import (
     METRIC_NAMES,

@@ -32,7 +32,7 @@ from ondevice_rl.sharding import (
     make_mesh,
     mesh_size,
 )
-from ondevice_rl.train.algorithm import TrainOutput
+from ondevice_rl.train.kit.algorithm import TrainOutput
 from ondevice_rl.train.ppo.config import Hyperparams, PPOConfig
 from ondevice_rl.train.ppo.loop import TrainState, make_trainer
 

@@ -25,9 +25,9 @@ from ondevice_rl.normalize import (
 from ondevice_rl.returns import gae
 from ondevice_rl.rollout import RolloutState, Transition, batch_reset, rollout
 from ondevice_rl.sharding import all_mean
-from ondevice_rl.train.algorithm import TrainOutput, scan_updates, whole_run
-from ondevice_rl.train.env_setup import make_env
-from ondevice_rl.train.minibatches import shuffled_minibatches
+from ondevice_rl.train.kit.algorithm import TrainOutput, scan_updates, whole_run
+from ondevice_rl.train.kit.env_setup import make_env
+from ondevice_rl.train.kit.minibatches import shuffled_minibatches
 from ondevice_rl.train.ppo.config import Hyperparams, PPOConfig
 from ondevice_rl.train.ppo.loss import LossStats, Minibatch, ppo_loss
 

@@ -2,7 +2,7 @@
 program: ε-greedy over vmapped envs, Q(λ) returns, a LayerNorm Q-network,
 epochs × minibatches per rollout; no replay buffer, no target network."""
 
-from ondevice_rl.train.algorithm import Algorithm
+from ondevice_rl.train.kit.algorithm import Algorithm
 from ondevice_rl.train.pqn.config import HYPERPARAM_FIELDS, Hyperparams, PQNConfig
 from ondevice_rl.train.pqn.loop import (
     METRIC_NAMES,

@@ -5,7 +5,7 @@ from typing import NamedTuple
 
 import jax
 
-from ondevice_rl.train.algorithm import (
+from ondevice_rl.train.kit.algorithm import (
     POSITIVE,
     UNIT,
     AlgorithmConfig,

@@ -19,9 +19,9 @@ from ondevice_rl.metrics import EPISODE_METRICS, EpisodeTracker, episode_metrics
 from ondevice_rl.networks import QNetwork
 from ondevice_rl.returns import lambda_returns
 from ondevice_rl.rollout import RolloutState, Transition, batch_reset, rollout
-from ondevice_rl.train.algorithm import TrainOutput, scan_updates, whole_run
-from ondevice_rl.train.env_setup import make_env, require_discrete
-from ondevice_rl.train.minibatches import shuffled_minibatches
+from ondevice_rl.train.kit.algorithm import TrainOutput, scan_updates, whole_run
+from ondevice_rl.train.kit.env_setup import make_env, require_discrete
+from ondevice_rl.train.kit.minibatches import shuffled_minibatches
 from ondevice_rl.train.pqn.config import Hyperparams, PQNConfig
 
 

@@ -20,13 +20,13 @@ Example::
     result.programs_compiled   # 2 (one per num_envs value)
 """
 
-from ondevice_rl.train.memory import (
+from ondevice_rl.train.services.memory import (
     ChunkPlan,
     estimate_member_bytes,
     memory_budget,
     plan_chunks,
 )
-from ondevice_rl.train.programs import ProgramCache
+from ondevice_rl.train.services.programs import ProgramCache
 from ondevice_rl.train.sweep.program import (
     DEFAULT_CACHE,
     PopulationInputs,

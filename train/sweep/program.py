@@ -6,7 +6,7 @@ the program's signature is the same whatever was swept, and new values (or a
 new mix of swept fields) reuse the compiled program.
 
 Chunk sizes follow the memory rule of ``memory.py``; programs live in the
-process's one cache (``ondevice_rl.train.programs``), so new values never
+process's one cache (``ondevice_rl.train.services.programs``), so new values never
 recompile.
 """
 
@@ -23,8 +23,8 @@ from ondevice_rl.sharding import (
     shard_leading,
     to_host,
 )
-from ondevice_rl.train.programs import PROGRAMS, ProgramCache
-from ondevice_rl.train.registry import algorithm_of
+from ondevice_rl.train.kit.registry import algorithm_of
+from ondevice_rl.train.services.programs import PROGRAMS, ProgramCache
 from ondevice_rl.train.sweep.space import Member
 
 _TRACES = 0

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import jax
 
-from ondevice_rl.train.artifacts import write_json
-from ondevice_rl.train.registry import algorithm_of
+from ondevice_rl.train.kit.registry import algorithm_of
+from ondevice_rl.train.run.artifacts import write_json
 from ondevice_rl.train.sweep.results import SweepResult, _fmt, format_values
 from ondevice_rl.train.sweep.space import SweepPlan
 

@@ -19,10 +19,10 @@ from jax.sharding import Mesh
 from ondevice_rl import envs
 from ondevice_rl.distributed import min_bytes_over_processes
 from ondevice_rl.sharding import make_mesh, mesh_size, pad_leading, padded_size
-from ondevice_rl.train.interrupt import stop_at_boundary
-from ondevice_rl.train.memory import max_chunk_for, memory_budget, plan_chunks
-from ondevice_rl.train.programs import ProgramCache
-from ondevice_rl.train.progress import ProgressBar
+from ondevice_rl.train.services.interrupt import stop_at_boundary
+from ondevice_rl.train.services.memory import max_chunk_for, memory_budget, plan_chunks
+from ondevice_rl.train.services.programs import ProgramCache
+from ondevice_rl.train.services.progress import ProgressBar
 from ondevice_rl.train.sweep.program import (
     DEFAULT_CACHE,
     population_program,

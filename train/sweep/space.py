@@ -28,7 +28,7 @@ import numpy as np
 
 from ondevice_rl import envs
 from ondevice_rl.networks import ACTIVATIONS
-from ondevice_rl.train.registry import algorithm_of
+from ondevice_rl.train.kit.registry import algorithm_of
 
 
 class SweepSpecError(ValueError):

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from ondevice_rl.train.artifacts import RunDirError, read_json, write_json
+from ondevice_rl.train.run.artifacts import RunDirError, read_json, write_json
 from ondevice_rl.train.sweep.space import LogUniform, Uniform
 
 SPEC_FILE = "sweep.json"
@@ -68,8 +68,8 @@ def with_chunk_sizes(request: dict, groups: list) -> dict:
 
 def chunk_sizes(request: dict, plan: Any) -> dict:
     """The stored chunk sizes keyed by static config (see ``with_chunk_sizes``)."""
-    from ondevice_rl.train.recipe import config_from_dict
-    from ondevice_rl.train.registry import algorithm_of
+    from ondevice_rl.train.kit.registry import algorithm_of
+    from ondevice_rl.train.recipes.loader import config_from_dict
     from ondevice_rl.train.sweep.program import program_config
 
     algorithm = algorithm_of(plan.base)

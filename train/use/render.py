@@ -208,7 +208,7 @@ def render_run(
     or ``.mp4``), frames resized by ``scale``; returns ``{"path", "frames",
     "return", "length"}``. ValueError (one line) for a run or env that cannot
     be rendered."""
-    from ondevice_rl.train.policy import load_run, load_spec, make_policy
+    from ondevice_rl.train.use.policy import load_run, load_spec, make_policy
 
     out = Path(out)
     if out.suffix.lower() not in (".gif", ".mp4"):

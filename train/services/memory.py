@@ -25,7 +25,7 @@ import numpy as np
 from jax.sharding import Mesh
 
 from ondevice_rl.sharding import local_device_count, mesh_size, padded_size
-from ondevice_rl.train.registry import trainer_for
+from ondevice_rl.train.kit.registry import trainer_for
 
 
 def _tree_bytes(tree: Any) -> int:

@@ -5,7 +5,7 @@ resets ``E`` environments and steps them in one ``lax.while_loop`` until
 every episode has ended (terminated, or truncated by the env's time limit,
 so the loop always ends). A finished episode's state is frozen and its
 return and length stop counting (done-masking). Pure and host-silent: jit
-it, or call it inside a training program (``train/segments.py``).
+it, or call it inside a training program.
 """
 
 from typing import Any
@@ -37,7 +37,7 @@ def evaluate(
 
     Args:
         policy: ``policy(params, obs [E, *obs_shape], key, deterministic) ->
-            env_action [E, ...]`` (``train/policy.py``'s ``make_policy``).
+            env_action [E, ...]`` (``train/use/policy.py``'s ``make_policy``).
         env: an environment; wrappers are stripped (``env.unwrapped``) so
             that episodes end instead of restarting.
         env_params: its params (None: its defaults).

@@ -22,11 +22,11 @@ compiled code.
   metric. The run then stops without checkpointing the bad state.
 * Periodic evaluation (``eval_every=N``): inside the segment programs, after
   every N-th update, ``eval_episodes`` deterministic episodes of the current
-  policy (``train/segments.py``); their mean return is the metric
+  policy (``train/run/segments.py``); their mean return is the metric
   ``eval_return`` (NaN, written null, at other updates; the NaN guard skips
   it). Segment lengths are made multiples of N so that one program serves.
 * TensorBoard: every metric is also written as a scalar against env steps to
-  event files in ``out_dir`` as segments finish (``train/tensorboard.py``).
+  event files in ``out_dir`` as segments finish (``train/services/tensorboard.py``).
 """
 
 import signal
@@ -41,20 +41,17 @@ import numpy as np
 from ondevice_rl import envs
 from ondevice_rl.checkpoint import Checkpoints
 from ondevice_rl.metrics import final_return
-from ondevice_rl.train import artifacts
-from ondevice_rl.train.algorithm import hyperparams_from
-from ondevice_rl.train.interrupt import stop_at_boundary, wait_ready
-from ondevice_rl.train.memory import check_fits
-from ondevice_rl.train.progress import ProgressBar
-from ondevice_rl.train.registry import algorithm_of
-from ondevice_rl.train.run_files import RunFiles
-from ondevice_rl.train.run_spec import (
+from ondevice_rl.train.kit.algorithm import hyperparams_from
+from ondevice_rl.train.kit.registry import algorithm_of
+from ondevice_rl.train.run import artifacts
+from ondevice_rl.train.run.run_files import RunFiles
+from ondevice_rl.train.run.run_spec import (
     DEFAULT_EVAL_EPISODES,
     RunResult,
     RunSpec,
     env_params_dict,
 )
-from ondevice_rl.train.segments import (
+from ondevice_rl.train.run.segments import (
     EVAL_METRIC,
     Evaluation,
     compile_programs,
@@ -64,6 +61,9 @@ from ondevice_rl.train.segments import (
     plan_of_length,
     schedule,
 )
+from ondevice_rl.train.services.interrupt import stop_at_boundary, wait_ready
+from ondevice_rl.train.services.memory import check_fits
+from ondevice_rl.train.services.progress import ProgressBar
 
 DEFAULT_SEGMENTS = 20
 #: Default checkpoint spacing, in seconds of training (at segment boundaries).

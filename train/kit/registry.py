@@ -1,7 +1,7 @@
 """The algorithms, by name: the one place that imports them.
 
 Adding a learner is a subpackage ``train/<name>/`` exporting an
-``ALGORITHM`` record (see ``train/algorithm.py``) and one line below.
+``ALGORITHM`` record (see ``train/kit/algorithm.py``) and one line below.
 """
 
 import difflib
@@ -9,7 +9,7 @@ import functools
 from typing import Any
 
 from ondevice_rl.train import a2c, dqn, ppo, pqn
-from ondevice_rl.train.algorithm import Algorithm
+from ondevice_rl.train.kit.algorithm import Algorithm
 
 _ALGORITHMS: dict[str, Algorithm] = {
     "ppo": ppo.ALGORITHM,
@@ -55,7 +55,7 @@ def trainer_for(config: Any) -> Any:
 def check_env(algorithm: Algorithm, env_name: str) -> None:
     """ValueError if ``algorithm`` cannot act in ``env_name``'s action space
     (KeyError if the env is unknown)."""
-    from ondevice_rl.train.env_setup import make_env, require_discrete
+    from ondevice_rl.train.kit.env_setup import make_env, require_discrete
 
     if not algorithm.continuous_actions:
         require_discrete(make_env(env_name), algorithm.name, env_name)

@@ -17,7 +17,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ondevice_rl.train import artifacts
+from ondevice_rl.train.run import artifacts
 
 #: sweep.csv columns that are not a setting's values.
 _NOT_VALUES = {"member", "setting", "seed", "num_updates", "final_return"}

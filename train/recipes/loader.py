@@ -26,10 +26,10 @@ except ModuleNotFoundError:  # Python 3.10
 
 from typing import Any
 
-from ondevice_rl.train.algorithm import Algorithm
-from ondevice_rl.train.registry import DEFAULT, get_algorithm
+from ondevice_rl.train.kit.algorithm import Algorithm
+from ondevice_rl.train.kit.registry import DEFAULT, get_algorithm
 
-RECIPE_DIR = Path(__file__).with_name("recipes")
+RECIPE_DIR = Path(__file__).parent
 ALGO_KEY = "algo"
 
 

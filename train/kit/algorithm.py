@@ -14,7 +14,7 @@ An algorithm lives in ``train/<name>/`` and exports
   ``run(state, hp, env_params, num_updates) -> (state, metrics)`` (scan of
   ``num_updates`` updates, static), which segmented runs compile;
 
-and one ``Algorithm`` record, listed in ``train/registry.py``.
+and one ``Algorithm`` record, listed in ``train/kit/registry.py``.
 """
 
 import dataclasses

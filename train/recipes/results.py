@@ -1,8 +1,8 @@
 """``make results``: train every shipped recipe, then rewrite README's table.
 
-    python -m ondevice_rl.train.results                  # train all, write table
-    python -m ondevice_rl.train.results --only minatar_breakout_ppo
-    python -m ondevice_rl.train.results --table-only     # table from runs/results
+    python -m ondevice_rl.train.recipes.results               # train all, table
+    python -m ondevice_rl.train.recipes.results --only minatar_breakout_ppo
+    python -m ondevice_rl.train.recipes.results --table-only  # from runs/results
 
 Each recipe runs as ``ondevice-rl train --recipe NAME --out
 runs/results/NAME --force`` (seed 0; a subprocess, so one failure does not
@@ -19,9 +19,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from ondevice_rl.train.artifacts import CURVE_FILE, METRICS_FILE, read_metrics
-from ondevice_rl.train.recipe import describe, list_recipes, load_recipe
-from ondevice_rl.train.registry import algorithm_of
+from ondevice_rl.train.kit.registry import algorithm_of
+from ondevice_rl.train.recipes.loader import describe, list_recipes, load_recipe
+from ondevice_rl.train.run.artifacts import CURVE_FILE, METRICS_FILE, read_metrics
 
 START, END = "<!-- results:start -->", "<!-- results:end -->"
 LAST = 10  # updates averaged into the final return

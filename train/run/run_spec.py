@@ -15,7 +15,7 @@ import jax
 import numpy as np
 
 from ondevice_rl import envs
-from ondevice_rl.train.registry import algorithm_of, get_algorithm
+from ondevice_rl.train.kit.registry import algorithm_of, get_algorithm
 
 #: Episodes per periodic evaluation (``--eval-episodes``) by default.
 DEFAULT_EVAL_EPISODES = 10
@@ -75,7 +75,7 @@ class RunSpec(NamedTuple):
     @classmethod
     def load(cls, path: Path) -> "RunSpec":
         """Reads a run's ``config.json`` (ValueError, one line, if unusable)."""
-        from ondevice_rl.train.recipe import config_from_dict
+        from ondevice_rl.train.recipes.loader import config_from_dict
 
         try:
             info = json.loads(Path(path).read_text())

@@ -1,16 +1,16 @@
 """What a training run writes into its directory as it goes (or nothing,
 for a run without one): ``config.json`` with its status, ``metrics.jsonl``
 and TensorBoard scalars appended per segment, ``curve.png`` at the end.
-Checkpoints are the runner's (``train/runner.py``)."""
+Checkpoints are the runner's (``train/run/runner.py``)."""
 
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from ondevice_rl.train import artifacts
-from ondevice_rl.train.registry import algorithm_of
-from ondevice_rl.train.tensorboard import TensorBoardLog
+from ondevice_rl.train.kit.registry import algorithm_of
+from ondevice_rl.train.run import artifacts
+from ondevice_rl.train.services.tensorboard import TensorBoardLog
 
 
 class RunFiles:

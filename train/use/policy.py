@@ -28,7 +28,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ondevice_rl.networks import PolicyOutput, sample_action
-from ondevice_rl.train.env_setup import make_env
+from ondevice_rl.train.kit.env_setup import make_env
 
 #: ``policy(params, obs [..., *obs_shape], key, deterministic) -> env_action``
 #: (``[...]`` int32 for discrete spaces, ``[..., A]`` float32 for Box ones).
@@ -130,8 +130,8 @@ def _like(trainer: Any, spec: Any) -> Any:
 def load_spec(run_dir: str | Path) -> Any:
     """The ``RunSpec`` in ``run_dir``'s ``config.json`` (ValueError, one line,
     for a missing directory or one that is not a run)."""
-    from ondevice_rl.train import artifacts
-    from ondevice_rl.train.run_spec import RunSpec
+    from ondevice_rl.train.run import artifacts
+    from ondevice_rl.train.run.run_spec import RunSpec
 
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
@@ -149,8 +149,8 @@ def load_run(run_dir: str | Path) -> LoadedRun:
             a run, or a run without a checkpoint.
     """
     from ondevice_rl.checkpoint import Checkpoints
-    from ondevice_rl.train import artifacts
-    from ondevice_rl.train.registry import algorithm_of, trainer_for
+    from ondevice_rl.train.kit.registry import algorithm_of, trainer_for
+    from ondevice_rl.train.run import artifacts
 
     run_dir = Path(run_dir)
     spec = load_spec(run_dir)

@@ -5,7 +5,7 @@
 params_finite)``: ``n`` updates of the algorithm's ``run``, then whether every
 parameter is still finite (the NaN guard's in-program half; metrics carry the
 rest). The state is donated from segment to segment. Programs come from the
-process's one cache (``train/programs.py``), so a second run of the same
+process's one cache (``train/services/programs.py``), so a second run of the same
 config, or a resumed one, compiles nothing.
 
 Periodic evaluation (``Evaluation(every=N, episodes=K)``): the segment runs
@@ -13,7 +13,7 @@ its updates in blocks that end where the absolute update count ``start + j``
 is a multiple of ``N`` (``phase = start % N``, static; the runner picks
 segment lengths that are multiples of ``N``, so ``phase`` is 0 but after a
 resume that extends a run) and after each block evaluates the current params
-on ``K`` deterministic episodes (``train/evaluate.py``, inside the program:
+on ``K`` deterministic episodes (``ondevice_rl/evaluation.py``, inside the program:
 no host callback). ``metrics["eval_return"]`` ``[n]`` holds their mean return
 at those updates and NaN elsewhere. Evaluation keys are
 ``fold_in(eval_key, update)``: the training stream is untouched and the
@@ -27,10 +27,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ondevice_rl.train.evaluate import evaluate
-from ondevice_rl.train.policy import make_policy, policy_params
-from ondevice_rl.train.programs import PROGRAMS, avals
-from ondevice_rl.train.registry import trainer_for
+from ondevice_rl.evaluation import evaluate
+from ondevice_rl.train.kit.registry import trainer_for
+from ondevice_rl.train.services.programs import PROGRAMS, avals
+from ondevice_rl.train.use.policy import make_policy, policy_params
 
 EVAL_METRIC = "eval_return"
 #: Folded into a run's key to give its evaluation stream.
