@@ -28,6 +28,7 @@ from ondevice_rl.train.dqn.config import DQNConfig, Hyperparams
 from ondevice_rl.train.dqn.loss import LossStats, bootstrap_values, td_loss, td_targets
 from ondevice_rl.train.kit.algorithm import TrainOutput, scan_updates, whole_run
 from ondevice_rl.train.kit.env_setup import make_env, require_discrete
+from ondevice_rl.train.kit.exploration import epsilon_greedy
 
 
 class TrainState(NamedTuple):
@@ -97,13 +98,7 @@ def make_trainer(config: DQNConfig) -> Trainer:
 
     def act(actor, obs, key):
         params, eps = actor
-        q = network.apply(params, obs)  # [B, A]
-        greedy = jnp.argmax(q, axis=-1).astype(jnp.int32)
-        # One draw for both choices: each random call is a hash to compile.
-        u = jax.random.uniform(key, (2,) + greedy.shape)
-        explore = u[0] < eps
-        random = jnp.minimum((u[1] * num_actions).astype(jnp.int32), num_actions - 1)
-        action = jnp.where(explore, random, greedy)
+        action = epsilon_greedy(key, network.apply(params, obs), eps)
         return action, action, ()
 
     def optimizer(hp: Hyperparams) -> optax.GradientTransformation:

@@ -21,6 +21,7 @@ from ondevice_rl.returns import lambda_returns
 from ondevice_rl.rollout import RolloutState, Transition, batch_reset, rollout
 from ondevice_rl.train.kit.algorithm import TrainOutput, scan_updates, whole_run
 from ondevice_rl.train.kit.env_setup import make_env, require_discrete
+from ondevice_rl.train.kit.exploration import epsilon_greedy
 from ondevice_rl.train.kit.minibatches import shuffled_minibatches
 from ondevice_rl.train.pqn.config import Hyperparams, PQNConfig
 
@@ -117,11 +118,7 @@ def make_trainer(config: PQNConfig) -> Trainer:
 
     def act(params, obs, key, epsilon=0.0):
         """ε-greedy actions ``[B]`` int32 for ``obs`` ``[B, *obs_shape]``."""
-        greedy = jnp.argmax(network.apply(params, obs), axis=-1).astype(jnp.int32)
-        explore_key, action_key = jax.random.split(key)
-        random = jax.random.randint(action_key, greedy.shape, 0, num_actions)
-        explore = jax.random.uniform(explore_key, greedy.shape) < epsilon
-        action = jnp.where(explore, random, greedy)
+        action = epsilon_greedy(key, network.apply(params, obs), epsilon)
         return action, action, ()
 
     updates_per_opt_step = config.update_epochs * config.num_minibatches

@@ -29,6 +29,7 @@ import numpy as np
 
 from ondevice_rl.networks import PolicyOutput, sample_action
 from ondevice_rl.train.kit.env_setup import make_env
+from ondevice_rl.train.kit.exploration import epsilon_greedy
 
 #: ``policy(params, obs [..., *obs_shape], key, deterministic) -> env_action``
 #: (``[...]`` int32 for discrete spaces, ``[..., A]`` float32 for Box ones).
@@ -93,13 +94,9 @@ def make_policy(trainer: Any, epsilon: float | None = None) -> PolicyFn:
 
     def q_values(params, obs, key, deterministic):
         q = network.apply(*_network_input(params, obs))
-        greedy = jnp.argmax(q, axis=-1).astype(jnp.int32)
         if deterministic or epsilon == 0.0:
-            return greedy
-        explore_key, action_key = jax.random.split(key)
-        random = jax.random.randint(action_key, greedy.shape, 0, q.shape[-1])
-        explore = jax.random.uniform(explore_key, greedy.shape) < epsilon
-        return jnp.where(explore, random, greedy)
+            return jnp.argmax(q, axis=-1).astype(jnp.int32)
+        return epsilon_greedy(key, q, epsilon)
 
     return q_values
 
