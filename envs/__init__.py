@@ -6,13 +6,20 @@ from functools import partial
 from ondevice_rl.envs.acrobot import Acrobot
 from ondevice_rl.envs.brax_adapter import BraxAdapter
 from ondevice_rl.envs.cartpole import CartPole
+from ondevice_rl.envs.entry import EnvEntryError
 from ondevice_rl.envs.gymnax_adapter import GymnaxAdapter
 from ondevice_rl.envs.mjx_adapter import DM_CONTROL_SUITE, MjxAdapter
 from ondevice_rl.envs.mountain_car import MountainCar
 from ondevice_rl.envs.mountain_car_continuous import MountainCarContinuous
 from ondevice_rl.envs.pendulum import Pendulum
 from ondevice_rl.envs.probes import ProbeOneStep, ProbeTruncation, ProbeTwoStep
-from ondevice_rl.envs.registry import make, names, register, register_unavailable
+from ondevice_rl.envs.registry import (
+    load_plugins,
+    make,
+    names,
+    register,
+    register_unavailable,
+)
 
 register("CartPole-v1", CartPole)
 register("Acrobot-v1", Acrobot)
@@ -91,6 +98,7 @@ __all__ = [
     "Acrobot",
     "BraxAdapter",
     "CartPole",
+    "EnvEntryError",
     "GymnaxAdapter",
     "MjxAdapter",
     "MountainCar",
@@ -99,6 +107,7 @@ __all__ = [
     "ProbeOneStep",
     "ProbeTruncation",
     "ProbeTwoStep",
+    "load_plugins",
     "make",
     "names",
     "register",

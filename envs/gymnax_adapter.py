@@ -13,6 +13,12 @@ space a float32 ``Box`` of the same shape; a ``Discrete(n)`` observation
 
     env, params = ondevice_rl.make("gymnax/CartPole-v1")
     env, params = ondevice_rl.make("gymnax/Breakout-MinAtar")  # obs [10, 10, 4]
+
+Any gymnax-style environment object (``reset_env``/``step_env``, spaces, a
+``time`` in its state, ``max_steps_in_episode`` in its params) is adapted the
+same way: ``GymnaxAdapter(my_env, my_params)``. ``is_gymnax_style`` tells
+such objects apart (``make`` of a ``"package.module:factory"`` string uses it
+on what the factory returns).
 """
 
 from typing import Any, NamedTuple
@@ -30,20 +36,49 @@ class GymnaxParams(NamedTuple):
 
 
 class GymnaxAdapter(Environment):
-    """Wraps ``gymnax.make(gymnax_id)``; state is gymnax's state (has ``time``).
+    """Wraps a gymnax environment; state is gymnax's state (has ``time``).
 
-    ``stochastic_step=False`` promises that gymnax's ``step_env`` ignores its
-    key (true of CartPole, MountainCar(Continuous) and Pendulum), so
-    ``AutoReset`` may reuse it for the reset: one PRNG split less per env
-    per step, the dominant cost of stepping these envs in a batch.
+    ``gymnax_env`` is a gymnax id (``gymnax.make(gymnax_env, **kwargs)``) or
+    a gymnax-style environment object; ``gymnax_params`` its params (default:
+    its ``default_params``). ``stochastic_step=False`` promises that gymnax's
+    ``step_env`` ignores its key (true of CartPole, MountainCar(Continuous)
+    and Pendulum), so ``AutoReset`` may reuse it for the reset: one PRNG
+    split less per env per step, the dominant cost of stepping these envs in
+    a batch.
+
+    Raises:
+        ValueError: one line, when an object is not gymnax-style or its
+            params have no time limit (``max_steps_in_episode``).
     """
 
-    def __init__(self, gymnax_id: str, *, stochastic_step: bool = True, **kwargs):
-        import gymnax
-
+    def __init__(
+        self,
+        gymnax_env: str | Any,
+        gymnax_params: Any = None,
+        *,
+        name: str | None = None,
+        stochastic_step: bool = True,
+        **kwargs,
+    ):
         self.stochastic_step = stochastic_step
-        self.gymnax_env, self._gymnax_params = gymnax.make(gymnax_id, **kwargs)
-        self.name = f"gymnax/{gymnax_id}"
+        if isinstance(gymnax_env, str):
+            import gymnax
+
+            self.name = name or f"gymnax/{gymnax_env}"
+            gymnax_env, defaults = gymnax.make(gymnax_env, **kwargs)
+        else:
+            self.name = name or type(gymnax_env).__name__
+            missing = gymnax_style_missing(gymnax_env)
+            if missing:
+                raise ValueError(f"{self.name} is not gymnax-style: no {missing}")
+            defaults = getattr(gymnax_env, "default_params", None)
+        self.gymnax_env = gymnax_env
+        self._gymnax_params = defaults if gymnax_params is None else gymnax_params
+        if not hasattr(self._gymnax_params, "max_steps_in_episode"):
+            raise ValueError(
+                f"{self.name}'s params ({type(self._gymnax_params).__name__}) have "
+                "no max_steps_in_episode, the time limit"
+            )
         # gymnax >= 1.0 reports time limits apart (``is_truncated``).
         self._done_has_time_limit = not hasattr(self.gymnax_env, "is_truncated")
         space = self.gymnax_env.observation_space(self._gymnax_params)
@@ -87,10 +122,37 @@ class GymnaxAdapter(Environment):
         return _space(self.gymnax_env.action_space(params.env_params))
 
 
+#: What gymnax-style code computes in under ``jax_enable_x64`` → our dtypes.
+_NARROW = {jnp.dtype(jnp.float64): jnp.float32, jnp.dtype(jnp.int64): jnp.int32}
+
+
 def _strong(tree: Any) -> Any:
     """Python/weakly-typed scalars (gymnax's ``time=0``) → fixed-dtype arrays,
-    so ``lax.scan`` carries keep one type."""
-    return jax.tree.map(lambda x: jnp.asarray(x, jnp.result_type(x)), tree)
+    so ``lax.scan`` carries keep one type; 64-bit leaves (gymnax's default
+    dtypes under ``jax_enable_x64``) → 32-bit."""
+
+    def strong(x):
+        dtype = jnp.result_type(x)
+        return jnp.asarray(x, _NARROW.get(jnp.dtype(dtype), dtype))
+
+    return jax.tree.map(strong, tree)
+
+
+#: What an object needs to be adapted as a gymnax environment.
+GYMNAX_METHODS = ("reset_env", "step_env", "observation_space", "action_space")
+
+
+def gymnax_style_missing(obj: Any) -> str:
+    """The gymnax methods ``obj`` lacks, comma-separated ("" if none)."""
+    return ", ".join(m for m in GYMNAX_METHODS if not callable(getattr(obj, m, None)))
+
+
+def is_gymnax_style(obj: Any) -> bool:
+    """Whether ``obj`` looks like a gymnax environment (``reset_env``,
+    ``step_env`` and its spaces), not one following our protocol."""
+    if isinstance(obj, (type, Environment)):  # a class is a factory
+        return False
+    return not gymnax_style_missing(obj)
 
 
 def _space(space: Any) -> Discrete | Box:
