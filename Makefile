@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: test test-slow train bench results lint clean
+.PHONY: test test-slow train bench results lint docs clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -33,9 +33,14 @@ results: $(STAMP)
 	$(BIN)/pip install --quiet -e '.[brax,mjx]'
 	$(BIN)/python -m ondevice_rl.train.recipes.results $(if $(ONLY),--only $(ONLY))
 
+# The documentation site (mkdocs-material, API reference from the
+# docstrings) into site/; strict: a broken link or reference fails.
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir site
+
 lint: $(STAMP)
 	$(BIN)/ruff check ondevice_rl envs train tests
 	$(BIN)/ruff format --check ondevice_rl envs train tests
 
 clean:
-	rm -rf $(VENV) runs .pytest_cache
+	rm -rf $(VENV) runs .pytest_cache site build/docs-src

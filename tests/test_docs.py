@@ -1,0 +1,198 @@
+"""The documentation runs: every Python and shell snippet of README.md and
+docs/*.md, the site's strict build, the README's links.
+
+A small collector of our own rather than mktestdocs or pytest-markdown-docs:
+those run Python fences only (mktestdocs also bash, but in the caller's
+directory and without a per-fence skip), while these docs also hold shell
+sessions that must run in a scratch directory, with the training commands
+cut short, and a fence that cannot run here says why in its info string
+(```` ```bash {skip="needs a GPU"} ````), counted below.
+
+* Python fences run in this process (JAX is already imported, so a snippet
+  costs its compiles only), each in a fresh namespace (an undefined name
+  fails) with a scratch directory as the working directory.
+* Shell fences (``bash``, ``sh``, ``shell``) run in ``bash -e -o pipefail``
+  as subprocesses in a scratch directory, with this interpreter's ``bin/``
+  first on ``PATH`` (``ondevice-rl``), the suite's ``JAX_PLATFORMS`` and
+  ``XLA_FLAGS``, and one compilation cache shared by the shell fences.
+* Training is cut short: ``--total-timesteps N`` and ``total_timesteps=N``
+  become ``N // 25`` (at least 2048), which keeps their order (a resume that
+  extends a run still extends it) and leaves each learner a few updates.
+"""
+
+import ast
+import importlib
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import NamedTuple
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+PYTHON = {"python", "py"}
+SHELL = {"bash", "sh", "shell"}
+MAX_SKIPPED = 5
+SCALE, FLOOR = 25, 2048  # total timesteps N -> max(N // SCALE, FLOOR)
+
+OPENING = re.compile(r"^(?P<indent> *)(?P<fence>`{3,}|~{3,})(?P<info>[^`]*)$")
+SKIP = re.compile(r'skip="(?P<reason>[^"]*)"')
+TIMESTEPS = re.compile(r"(--total-timesteps[ =]|total_timesteps=)(\d[\d_]*)")
+
+
+class Snippet(NamedTuple):
+    page: Path
+    line: int  # of the opening fence, 1-based
+    language: str  # "python" or "shell"
+    code: str
+    skip: str | None  # the reason, if it is not run here
+
+    @property
+    def name(self) -> str:
+        return f"{self.page.relative_to(ROOT)}:{self.line}"
+
+
+def fences(text: str) -> list[tuple[int, str, str]]:
+    """``(opening line, info string, code)`` of every fenced block (a fence
+    inside a list item is dedented)."""
+    blocks, lines, i = [], text.splitlines(), 0
+    while i < len(lines):
+        opening = OPENING.match(lines[i])
+        if opening is None:
+            i += 1
+            continue
+        indent, fence = len(opening["indent"]), opening["fence"]
+        body, j = [], i + 1
+        while j < len(lines) and lines[j].strip() != fence:
+            body.append(lines[j][indent:] if lines[j][:indent].isspace() else lines[j])
+            j += 1
+        blocks.append((i + 1, opening["info"].strip(), "\n".join(body) + "\n"))
+        i = j + 1
+    return blocks
+
+
+def collect(pages: list[Path] = PAGES) -> list[Snippet]:
+    snippets = []
+    for page in pages:
+        for line, info, code in fences(page.read_text()):
+            words = info.replace("{", " ").split()
+            language = words[0].lower() if words else ""
+            if language not in PYTHON | SHELL:
+                continue
+            skip = SKIP.search(info)
+            kind = "python" if language in PYTHON else "shell"
+            snippets.append(
+                Snippet(page, line, kind, code, skip["reason"] if skip else None)
+            )
+    return snippets
+
+
+def shortened(code: str) -> str:
+    """``code`` with every total-timesteps count cut to a few updates' worth."""
+
+    def cut(match: re.Match) -> str:
+        steps = int(match[2].replace("_", ""))
+        return f"{match[1]}{max(steps // SCALE, FLOOR)}"
+
+    return TIMESTEPS.sub(cut, code)
+
+
+SNIPPETS = collect()
+
+
+def test_fences_are_found_and_few_are_skipped():
+    skipped = [s for s in SNIPPETS if s.skip is not None]
+    assert len(SNIPPETS) >= 20, [s.name for s in SNIPPETS]
+    assert len(skipped) <= MAX_SKIPPED, [f"{s.name}: {s.skip}" for s in skipped]
+    for snippet in skipped:
+        assert snippet.skip.strip(), f"{snippet.name}: a skip needs its reason"
+
+
+def test_the_collector_and_the_cut():
+    text = (
+        'Intro.\n\n```python\nx = 1\n```\n\n* item\n\n  ```bash {skip="no GPU"}\n'
+        "  make train\n  ```\n\n```text\nnot code\n```\n"
+    )
+    found = [(line, info, code) for line, info, code in fences(text) if info != "text"]
+    assert found == [
+        (3, "python", "x = 1\n"),
+        (9, 'bash {skip="no GPU"}', "make train\n"),
+    ]
+    assert shortened("run --total-timesteps 500000 and total_timesteps=1_000_000") == (
+        "run --total-timesteps 20000 and total_timesteps=40000"
+    )
+    assert shortened("--total-timesteps 4096") == "--total-timesteps 2048"
+
+
+@pytest.fixture(scope="session")
+def shell_cache(tmp_path_factory):
+    return tmp_path_factory.mktemp("jax-cache")
+
+
+@pytest.mark.parametrize("snippet", SNIPPETS, ids=lambda s: s.name)
+def test_snippet_runs(snippet, tmp_path, monkeypatch, shell_cache):
+    if snippet.skip is not None:
+        pytest.skip(snippet.skip)
+    code = shortened(snippet.code)
+    if snippet.language == "python":
+        monkeypatch.chdir(tmp_path)
+        # Blank lines first, so that a traceback names the page's own line.
+        program = compile("\n" * snippet.line + code, str(snippet.page), "exec")
+        exec(program, {"__name__": "__main__"})
+        return
+    env = dict(os.environ)
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    env["ONDEVICE_RL_CACHE_DIR"] = str(shell_cache)
+    env["MPLBACKEND"] = "Agg"
+    done = subprocess.run(
+        ["bash", "-e", "-o", "pipefail", "-c", code],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=540,
+    )
+    assert done.returncode == 0, (
+        f"{snippet.name} exited {done.returncode}\n--- code\n{code}"
+        f"--- stdout\n{done.stdout[-3000:]}\n--- stderr\n{done.stderr[-3000:]}"
+    )
+
+
+def test_readme_links_exist():
+    readme = (ROOT / "README.md").read_text()
+    targets = re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", readme)
+    local = [t for t in targets if "://" not in t]
+    assert local, "no relative links found"
+    missing = [t for t in local if not (ROOT / t).exists()]
+    assert not missing, missing
+
+
+def test_api_reference_members_exist():
+    """mkdocstrings leaves out a listed member that does not exist; this
+    names it instead."""
+    text = (ROOT / "docs" / "api.md").read_text()
+    blocks = re.findall(r"^::: (\S+)\n(?:    .*\n)*?\s+members: (\[.*\])", text, re.M)
+    assert blocks, "no member lists found in docs/api.md"
+    for module, members in blocks:
+        imported = importlib.import_module(module)
+        names = ast.literal_eval(re.sub(r"(\w+)", r"'\1'", members))
+        missing = [name for name in names if not hasattr(imported, name)]
+        assert not missing, f"{module} has no {missing}"
+
+
+def test_site_builds_strict(tmp_path):
+    """``mkdocs build --strict``: a broken link, anchor or API reference fails."""
+    done = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "--quiet"]
+        + ["-f", str(ROOT / "mkdocs.yml"), "-d", str(tmp_path / "site")],
+        cwd=ROOT,
+        env={**os.environ, "NO_MKDOCS_2_WARNING": "1"},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-5000:]
+    assert (tmp_path / "site" / "api" / "index.html").exists()
