@@ -1,8 +1,9 @@
 """ondevice_rl: reinforcement learning that runs entirely on the accelerator.
 
 Importing this package sets the XLA CPU flag that avoids a deadlock in
-jaxlib's CPU runtime and lowers Threefry without a loop on CPU (see README,
-"CPU notes"); import it before running JAX computations.
+jaxlib's CPU runtime and lowers Threefry without a loop on CPU (see the
+docs' CPU notes, ``docs/cpu-notes.md``); import it before running JAX
+computations.
 
 ``load_policy(run_dir)`` (a trained run's policy) comes from
 ``ondevice_rl.train.use.policy``, imported on first use only: the core never

@@ -3,8 +3,8 @@
 * The scheduler flag: jaxlib 0.10.2's CPU runtime could deadlock when one
   compiled program ran several times in a process; we add
   ``--xla_cpu_enable_concurrency_optimized_scheduler=false`` unless the user
-  already chose a value (README, "CPU notes", says what we found the cause to
-  be and what else guards against it).
+  already chose a value (the docs' CPU notes, ``docs/cpu-notes.md``, say
+  what we found the cause to be and what else guards against it).
 * ``use_cpu_cores``: present the CPU as one JAX device per core, so that a
   population (seeds, sweep members) split over devices runs on every core.
 """
