@@ -1,10 +1,11 @@
 """Evaluation on the device: ``E`` whole episodes, vmapped, one program.
 
-``evaluate(policy, params, env, env_params, key, episodes, deterministic)``
-resets ``E`` environments and steps them in one ``lax.while_loop`` until
+``evaluate(policy, params, env, env_params, key, episodes, deterministic,
+carry)`` resets ``E`` environments and steps them in one ``lax.while_loop`` until
 every episode has ended (terminated, or truncated by the env's time limit,
 so the loop always ends). A finished episode's state is frozen and its
-return and length stop counting (done-masking). Pure and host-silent: jit
+return and length stop counting (done-masking); so does the policy's carry
+(a recurrent policy's state). Pure and host-silent: jit
 it, or call it inside a training program.
 """
 
@@ -32,17 +33,21 @@ def evaluate(
     key: jax.Array,
     episodes: int,
     deterministic: bool,
+    carry: Any = (),
 ) -> dict[str, jax.Array]:
     """Runs ``episodes`` episodes of ``policy`` in ``env``.
 
     Args:
-        policy: ``policy(params, obs [E, *obs_shape], key, deterministic) ->
-            env_action [E, ...]`` (``train/use/policy.py``'s ``make_policy``).
+        policy: ``policy(params, carry, obs [E, *obs_shape], key,
+            deterministic) -> (env_action [E, ...], carry)`` (a trainer's
+            ``policy``).
         env: an environment; wrappers are stripped (``env.unwrapped``) so
             that episodes end instead of restarting.
         env_params: its params (None: its defaults).
         episodes: ``E``, static.
         deterministic: Python bool, passed to ``policy``.
+        carry: the policy's carry for ``E`` fresh episodes (``()`` for a
+            feed-forward policy).
 
     Returns:
         ``{"return": [E] float32, "length": [E] int32}``.
@@ -61,21 +66,22 @@ def evaluate(
     def running(carry):
         return ~jnp.all(carry[2])
 
-    def one_step(carry):
-        state, obs, done, returns, lengths, key = carry
+    def one_step(loop):
+        state, obs, done, returns, lengths, key, carry = loop
         key, act_key, step_key = jax.random.split(key, 3)
-        action = policy(params, obs, act_key, deterministic)
+        action, next_carry = policy(params, carry, obs, act_key, deterministic)
         ts = step(jax.random.split(step_key, episodes), state, action, env_params)
         active = ~done
         returns = returns + jnp.where(active, ts.reward, 0.0)
         lengths = lengths + active.astype(jnp.int32)
         state = _select(active, ts.state, state)
         obs = _select(active, ts.obs, obs)
+        carry = _select(active, next_carry, carry)
         done = done | ts.terminated | ts.truncated
-        return state, obs, done, returns, lengths, key
+        return state, obs, done, returns, lengths, key, carry
 
-    carry = (state, obs, done, returns, lengths, key)
-    _, _, _, returns, lengths, _ = jax.lax.while_loop(running, one_step, carry)
+    loop = (state, obs, done, returns, lengths, key, carry)
+    _, _, _, returns, lengths, _, _ = jax.lax.while_loop(running, one_step, loop)
     return {"return": returns, "length": lengths}
 
 

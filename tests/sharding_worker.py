@@ -109,12 +109,14 @@ def gradient_average(save, mesh):
     mesh vs. per-shard GAE and gradients averaged by hand."""
     import jax
     import jax.numpy as jnp
+    import optax
     from jax.flatten_util import ravel_pytree
     from jax.sharding import PartitionSpec as P
 
     from ondevice_rl.networks import ActorCritic
     from ondevice_rl.returns import gae
     from ondevice_rl.rollout import Transition
+    from ondevice_rl.train.kit.schedules import learning_rate_fn
     from ondevice_rl.train.ppo import (
         ActorExtras,
         Minibatch,
@@ -154,12 +156,15 @@ def gradient_average(save, mesh):
             value=normal(T, B),
         ),
     )
-    tx = trainer.optimizer(hp)
-    opt_state = trainer.init_opt_state(params, hp)
+    lr = learning_rate_fn("linear", hp.learning_rate, config.num_updates, 1)
+    tx = optax.chain(
+        optax.clip_by_global_norm(hp.max_grad_norm), optax.adam(lr, eps=1e-5)
+    )  # PPO's optimiser
+    opt_state = tx.init(ravel_pytree(params)[0])
     key = jax.random.key(3)
 
     def step(params, opt_state, traj):
-        return trainer.learn(params, opt_state, traj, key, hp)[0]
+        return trainer.host_loop.learn(params, opt_state, traj, key, hp)[0]
 
     traj_spec = jax.tree.map(lambda _: P(None, axis), traj)
     sharded = jax.shard_map(

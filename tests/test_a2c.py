@@ -12,9 +12,12 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from ondevice_rl.metrics import final_return
+from ondevice_rl.metrics import EPISODE_METRICS, final_return
 from ondevice_rl.networks import ActorCritic
 from ondevice_rl.train import a2c
+
+#: Every metric the learner reports per update.
+METRIC_NAMES = EPISODE_METRICS + a2c.LossStats._fields
 
 RECIPES = Path(a2c.__file__).parents[1] / "recipes"
 
@@ -81,8 +84,8 @@ def test_metrics_have_one_finite_entry_per_update(tiny_train):
     metrics = jax.device_get(
         tiny_train(jax.random.PRNGKey(0), TINY.hyperparams).metrics
     )
-    assert set(metrics) == set(a2c.METRIC_NAMES)
-    for name in a2c.METRIC_NAMES:
+    assert set(metrics) == set(METRIC_NAMES)
+    for name in METRIC_NAMES:
         assert metrics[name].shape == (TINY.num_updates,), name
         assert np.all(np.isfinite(metrics[name])), name
 
@@ -174,7 +177,7 @@ def test_continuous_pendulum_runs_with_finite_metrics():
     )
     out = jax.jit(a2c.make_train(config))(jax.random.PRNGKey(0), config.hyperparams)
     metrics = jax.device_get(out.metrics)
-    for name in a2c.METRIC_NAMES:
+    for name in METRIC_NAMES:
         assert np.all(np.isfinite(metrics[name])), name
     assert np.all(metrics["episode_return"] < 0.0)
     assert np.asarray(out.state.params["params"]["log_std"]).shape == (1,)
@@ -204,8 +207,8 @@ def test_config_sizes_and_record():
     assert config.steps_per_update == config.learn_batch_size == 24
     assert config.num_updates == 41
     assert a2c.ALGORITHM.name == "a2c"
-    assert a2c.ALGORITHM.hyperparam_fields == a2c.HYPERPARAM_FIELDS
-    assert set(a2c.HYPERPARAM_FIELDS) <= set(a2c.A2CConfig.RANGES)
+    assert a2c.ALGORITHM.hyperparam_fields == a2c.Hyperparams._fields
+    assert set(a2c.Hyperparams._fields) <= set(a2c.A2CConfig.RANGES)
 
 
 def _recipe(name: str) -> a2c.A2CConfig:

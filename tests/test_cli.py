@@ -78,7 +78,8 @@ def test_flags_override_recipe():
             "0.9",
             "--hidden",
             "32,32",
-            "--no-anneal-lr",
+            "--lr-schedule",
+            "constant",
             "--total-timesteps",
             "1e5",
         ]
@@ -86,7 +87,7 @@ def test_flags_override_recipe():
     config = _build_config(args)
     assert config.env == "Acrobot-v1"
     assert (config.num_envs, config.gamma, config.hidden) == (8, 0.9, (32, 32))
-    assert config.anneal_lr is False and config.total_timesteps == 100_000
+    assert config.lr_schedule == "constant" and config.total_timesteps == 100_000
     assert config.num_minibatches == 32  # from the recipe
 
 

@@ -8,10 +8,14 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from ondevice_rl.metrics import final_return
+from ondevice_rl.metrics import EPISODE_METRICS, final_return
 from ondevice_rl.replay import ReplayBuffer
 from ondevice_rl.rollout import Transition
-from ondevice_rl.train import dqn, registry
+from ondevice_rl.train import dqn
+from ondevice_rl.train.kit import registry
+
+#: Every metric the learner reports per update.
+METRIC_NAMES = EPISODE_METRICS + dqn.LossStats._fields + ("epsilon",)
 
 try:
     import tomllib
@@ -209,7 +213,7 @@ def test_probe_two_step_double_dqn_huber():
     out = _train(config)
     assert _greedy_q(config, out.state.params, [0.0]) == pytest.approx(0.9, abs=0.05)
     assert _greedy_q(config, out.state.params, [1.0]) == pytest.approx(1.0, abs=0.05)
-    for name in dqn.METRIC_NAMES:
+    for name in METRIC_NAMES:
         assert np.all(np.isfinite(np.asarray(out.metrics[name]))), name
 
 
@@ -251,15 +255,16 @@ def test_deterministic_transfer_free_and_learning_starts():
         again = jax.block_until_ready(tiny_train(key, hp).metrics)
     again = jax.device_get(again)
     other = jax.device_get(tiny_train(jax.random.PRNGKey(4), hp).metrics)
-    assert set(first) == set(dqn.METRIC_NAMES)
+    assert set(first) == set(METRIC_NAMES)
     for name in first:
         assert first[name].shape == (TINY.num_updates,), name
         np.testing.assert_array_equal(first[name], again[name])
         assert np.all(np.isfinite(first[name])), name
     assert not np.array_equal(first["td_loss"], other["td_loss"])
 
-    start = TINY.learning_starts_update  # first update with gradient steps
-    assert start == TINY.learning_starts // TINY.steps_per_update - 1
+    # The first update with gradient steps: the one whose env steps reach
+    # learning_starts (a multiple of steps_per_update here).
+    start = TINY.learning_starts // TINY.steps_per_update - 1
     assert np.all(first["td_loss"][:start] == 0.0)
     assert np.all(first["td_loss"][start:] > 0.0)
     epsilon = first["epsilon"]
@@ -314,7 +319,7 @@ def test_continuous_env_rejected_in_one_line():
 def test_registered():
     algorithm = registry.get_algorithm("dqn")
     assert algorithm is dqn.ALGORITHM and not algorithm.continuous_actions
-    assert algorithm.hyperparam_fields == dqn.HYPERPARAM_FIELDS
+    assert algorithm.hyperparam_fields == dqn.Hyperparams._fields
     assert "buffer_size" in algorithm.static_fields
     assert "tau" not in algorithm.static_fields
 
@@ -324,7 +329,7 @@ def test_state_with_buffer_checkpoints(tmp_path):
 
     config = dqn.DQNConfig(buffer_size=1_000)  # CartPole: obs [4], 10 envs
     state = dqn.make_trainer(config).init(jax.random.PRNGKey(0), config.hyperparams)
-    assert state.buffer.data.obs.shape == (100, 10, 4)
+    assert state.extra.buffer.data.obs.shape == (100, 10, 4)
     restored = checkpoint.restore(checkpoint.save(tmp_path / "ckpt", state), state)
     for a, b in zip(jax.tree.leaves(state), jax.tree.leaves(restored), strict=True):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))

@@ -30,7 +30,6 @@ from ondevice_rl.train.run.segments import (
 )
 from ondevice_rl.train.services.programs import PROGRAMS
 from ondevice_rl.train.services.tensorboard import read_scalars
-from ondevice_rl.train.use.policy import make_policy
 
 UPDATES, SEGMENTS, EVERY, EPISODES = 4, 2, 2, 3
 PROBE = "Probe-Truncation-v0"
@@ -92,7 +91,7 @@ def _init_params(trainer):
 @pytest.mark.parametrize("deterministic", [True, False])
 def test_probe_truncation_every_episode_is_five_steps_of_reward_one(deterministic):
     trainer = get_algorithm("ppo").make_trainer(_tiny("ppo"))
-    policy = make_policy(trainer)
+    policy = trainer.policy
     result = jax.jit(
         lambda p, k: evaluate(policy, p, trainer.env, None, k, 7, deterministic)
     )(_init_params(trainer), jax.random.key(0))
@@ -280,7 +279,7 @@ def test_policies_see_observations_as_the_learner_did(runs):
     obs = jax.random.normal(jax.random.key(2), (64, 4)) * 3
     seen = normalize(stats, obs)
     logits = run.trainer.network.apply(run.params.network, seen).logits_or_mean
-    acted = make_policy(run.trainer)(run.params, obs, None, True)
+    acted, _ = run.trainer.policy(run.params, (), obs, None, True)
     np.testing.assert_array_equal(acted, jnp.argmax(logits, -1))
     raw = run.trainer.network.apply(run.params.network, obs).logits_or_mean
     assert np.any(np.asarray(acted) != np.asarray(jnp.argmax(raw, -1)))

@@ -50,6 +50,7 @@ CONFIGS = {
         hidden=(16, 16),
     ),
     "pqn": dict(
+        exploration_steps=16,
         num_envs=4,
         num_steps=4,
         update_epochs=2,

@@ -5,10 +5,13 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from ondevice_rl.metrics import final_return
+from ondevice_rl.metrics import EPISODE_METRICS, final_return
 from ondevice_rl.networks import ActorCritic
 from ondevice_rl.train import ppo
 from ondevice_rl.train.recipes.loader import load_recipe
+
+#: Every metric the learner reports per update.
+METRIC_NAMES = EPISODE_METRICS + ppo.LossStats._fields
 
 
 def _value(trainer, state, obs):
@@ -70,7 +73,7 @@ def test_cartpole_learns_quickly_and_metrics_are_finite():
     _, out = _train(config)
     returns = np.asarray(out.metrics["episode_return"])
     assert returns.shape == (config.num_updates,)
-    for name in ppo.METRIC_NAMES:
+    for name in METRIC_NAMES:
         assert np.all(np.isfinite(np.asarray(out.metrics[name]))), name
     assert returns[-10:].mean() > 100.0
     assert returns[-10:].mean() > returns[:10].mean() + 50.0

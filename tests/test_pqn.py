@@ -7,8 +7,11 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from ondevice_rl.metrics import final_return
+from ondevice_rl.metrics import EPISODE_METRICS, final_return
 from ondevice_rl.train import pqn
+
+#: Every metric the learner reports per update.
+METRIC_NAMES = EPISODE_METRICS + pqn.LearnStats._fields + ("epsilon",)
 
 try:
     import tomllib
@@ -27,7 +30,12 @@ PROBE = dict(
     learning_rate=3e-3,
 )
 TINY = pqn.PQNConfig(
-    total_timesteps=2_048, num_envs=16, num_steps=16, num_minibatches=4, hidden=(32,)
+    total_timesteps=2_048,
+    num_envs=16,
+    num_steps=16,
+    num_minibatches=4,
+    hidden=(32,),
+    exploration_steps=512,
 )
 
 
@@ -79,8 +87,8 @@ def test_probe_truncation_bootstraps_from_final_obs():
 
 def test_metrics_shapes_epsilon_schedule_and_finite(tiny_train):
     out = tiny_train(jax.random.PRNGKey(0), TINY.hyperparams)
-    assert set(out.metrics) == set(pqn.METRIC_NAMES)
-    for name in pqn.METRIC_NAMES:
+    assert set(out.metrics) == set(METRIC_NAMES)
+    for name in METRIC_NAMES:
         values = np.asarray(out.metrics[name])
         assert values.shape == (TINY.num_updates,), name
         assert np.all(np.isfinite(values)), name
@@ -171,8 +179,10 @@ def test_config_validation_messages():
         pqn.PQNConfig(num_envs=3, num_steps=5, num_minibatches=4)
     with pytest.raises(ValueError, match="num_envs"):
         pqn.PQNConfig(num_envs=0)
-    with pytest.raises(ValueError, match="exploration_fraction"):
-        pqn.PQNConfig(exploration_fraction=0.0)
+    with pytest.raises(ValueError, match="exploration_steps"):
+        pqn.PQNConfig(exploration_steps=0)
+    with pytest.raises(ValueError, match="lr_schedule"):
+        pqn.PQNConfig(lr_schedule="step")
     with pytest.raises(ValueError, match="eps_end"):
         pqn.PQNConfig(eps_end=1.5)
     with pytest.raises(ValueError, match="q_lambda"):
@@ -182,7 +192,7 @@ def test_config_validation_messages():
     config = pqn.PQNConfig(num_envs=8, num_steps=4, num_minibatches=2)
     assert config.steps_per_update == 32 and config.learn_batch_size == 16
     assert config.num_updates == config.total_timesteps // 32
-    assert pqn.ALGORITHM.hyperparam_fields == pqn.HYPERPARAM_FIELDS
+    assert pqn.ALGORITHM.hyperparam_fields == pqn.Hyperparams._fields
 
 
 def _recipe_config() -> pqn.PQNConfig:

@@ -53,7 +53,7 @@ def test_cartpole_recipe_values():
         ent_coef=0.01,
         vf_coef=0.5,
         max_grad_norm=0.5,
-        anneal_lr=True,
+        lr_schedule="linear",
     )
 
 
@@ -81,7 +81,7 @@ def test_unknown_key_lists_valid_keys(tmp_path):
     [
         ({"num_envs": 2.5}, "num_envs must be int"),
         ({"num_envs": "8"}, "num_envs must be int"),
-        ({"anneal_lr": 1}, "anneal_lr must be bool"),
+        ({"normalize_obs": 1}, "normalize_obs must be bool"),
         ({"learning_rate": "fast"}, "learning_rate must be float"),
         ({"hidden": [64, "x"]}, "hidden must be a list of ints"),
         ({"num_steps": 0}, "num_steps must be a positive int"),

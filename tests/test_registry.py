@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from ondevice_rl.train import algorithms, get_algorithm
-from ondevice_rl.train.kit.algorithm import Range
+from ondevice_rl.train.kit.config import Range
 from ondevice_rl.train.kit.registry import algorithm_of, check_env
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -10,10 +10,11 @@ import pytest
 from PIL import Image
 
 import ondevice_rl
-from ondevice_rl.train import get_algorithm, render
+from ondevice_rl.train import get_algorithm
 from ondevice_rl.train.cli import main
 from ondevice_rl.train.run.runner import run_training
 from ondevice_rl.train.services.programs import PROGRAMS
+from ondevice_rl.train.use import render
 
 pytest.importorskip("pygame")
 

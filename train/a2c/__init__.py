@@ -1,16 +1,9 @@
-"""Synchronous advantage actor-critic (A2C / PAAC) as one fused, vmappable program."""
+"""Synchronous advantage actor-critic (PAAC's design) as one fused program."""
 
-from ondevice_rl.train.a2c.config import HYPERPARAM_FIELDS, A2CConfig, Hyperparams
-from ondevice_rl.train.a2c.loop import (
-    METRIC_NAMES,
-    ActorExtras,
-    Trainer,
-    TrainState,
-    make_train,
-    make_trainer,
-)
+from ondevice_rl.train.a2c.config import A2CConfig, Hyperparams
+from ondevice_rl.train.a2c.loop import ActorExtras, make_train, make_trainer
 from ondevice_rl.train.a2c.loss import Batch, LossStats, a2c_loss
-from ondevice_rl.train.kit.algorithm import Algorithm, TrainOutput
+from ondevice_rl.train.kit.protocol import Algorithm
 
 ALGORITHM = Algorithm(
     name="a2c",
@@ -18,7 +11,6 @@ ALGORITHM = Algorithm(
     "one step per rollout)",
     config=A2CConfig,
     make_trainer=make_trainer,
-    make_train=make_train,
     host_loop=True,
 )
 
@@ -27,13 +19,8 @@ __all__ = [
     "A2CConfig",
     "ActorExtras",
     "Batch",
-    "HYPERPARAM_FIELDS",
     "Hyperparams",
     "LossStats",
-    "METRIC_NAMES",
-    "Trainer",
-    "TrainOutput",
-    "TrainState",
     "a2c_loss",
     "make_train",
     "make_trainer",

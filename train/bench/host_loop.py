@@ -60,7 +60,7 @@ def make_learner(trainer):
     @jax.jit
     def act(params, obs, key):
         key, sample_key = jax.random.split(key)
-        action, env_action, extras = trainer.act(params, obs, sample_key)
+        action, env_action, extras = trainer.host_loop.act(params, obs, sample_key)
         return env_action, (obs, action, extras), key
 
     @jax.jit
@@ -76,7 +76,8 @@ def make_learner(trainer):
             extras=extras,
         )
         key, learn_key = jax.random.split(key)
-        params, opt_state, stats = trainer.learn(params, opt_state, traj, learn_key, hp)
+        learn_fn = trainer.host_loop.learn
+        params, opt_state, stats = learn_fn(params, opt_state, traj, learn_key, hp)
         return params, opt_state, key, stats.total_loss
 
     return act, learn

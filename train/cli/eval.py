@@ -98,19 +98,26 @@ def evaluate_run(run_dir: Path, episodes: int, deterministic: bool, seed: int):
     import jax
 
     from ondevice_rl.evaluation import evaluate
-    from ondevice_rl.train.use.policy import load_run, make_policy
+    from ondevice_rl.train.use.policy import load_run
 
     if episodes >= 2**31:
         raise ValueError(f"--episodes must be below 2^31, got {episodes}")
     run = load_run(run_dir)
     trainer = run.trainer
-    policy = make_policy(trainer)
     env_params = run.spec.env_params_tree()
     env_params = trainer.default_env_params if env_params is None else env_params
 
     def program(params, key):
+        carry = trainer.initial_carry((episodes,))
         return evaluate(
-            policy, params, trainer.env, env_params, key, episodes, deterministic
+            trainer.policy,
+            params,
+            trainer.env,
+            env_params,
+            key,
+            episodes,
+            deterministic,
+            carry,
         )
 
     key = jax.random.key(seed)

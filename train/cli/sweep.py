@@ -37,7 +37,7 @@ from ondevice_rl.train.cli.sweep_specs import (
     parse_seeds,
     parse_spec,
 )
-from ondevice_rl.train.kit.algorithm import Algorithm
+from ondevice_rl.train.kit.protocol import Algorithm
 from ondevice_rl.train.kit.registry import DEFAULT, algorithms, get_algorithm
 
 PROG = "ondevice-rl sweep"

@@ -1,16 +1,9 @@
 """Deep Q-learning with its replay buffer in device memory, one fused program."""
 
-from ondevice_rl.train.dqn.config import HYPERPARAM_FIELDS, DQNConfig, Hyperparams
-from ondevice_rl.train.dqn.loop import (
-    METRIC_NAMES,
-    Trainer,
-    TrainOutput,
-    TrainState,
-    make_train,
-    make_trainer,
-)
+from ondevice_rl.train.dqn.config import DQNConfig, Hyperparams
+from ondevice_rl.train.dqn.loop import Extra, make_train, make_trainer
 from ondevice_rl.train.dqn.loss import LossStats, bootstrap_values, td_loss, td_targets
-from ondevice_rl.train.kit.algorithm import Algorithm
+from ondevice_rl.train.kit.protocol import Algorithm
 
 ALGORITHM = Algorithm(
     name="dqn",
@@ -18,20 +11,15 @@ ALGORITHM = Algorithm(
     "double/n-step options)",
     config=DQNConfig,
     make_trainer=make_trainer,
-    make_train=make_train,
     continuous_actions=False,
 )
 
 __all__ = [
     "ALGORITHM",
     "DQNConfig",
-    "HYPERPARAM_FIELDS",
-    "METRIC_NAMES",
+    "Extra",
     "Hyperparams",
     "LossStats",
-    "Trainer",
-    "TrainOutput",
-    "TrainState",
     "bootstrap_values",
     "make_train",
     "make_trainer",

@@ -1,7 +1,7 @@
 """DQN's static configuration and its traced hyperparameters.
 
-The defaults are the reference DQN's settings (``shared/bench/reference_dqn.py``,
-the textbook single-jit DQN): 10 envs; a buffer of 10,000 transitions; batch
+The defaults are the reference DQN's settings (the textbook
+single-jit DQN kept in the bench): 10 envs; a buffer of 10,000 transitions; batch
 128; learning from 10,000 env steps on with one gradient step per vector step
 (= per 10 env steps); a hard target copy every 500 env steps; ε-greedy with ε
 1.0 → 0.05 linearly over 250,000 env steps; Adam 2.5e-4; γ 0.99; a 120-84
@@ -12,36 +12,19 @@ which the squared loss rarely reaches once learning settles; the reference
 does not clip — set it very large, e.g. 1e9, to match).
 """
 
-import math
-from dataclasses import dataclass
-from typing import NamedTuple
-
-import jax
-
-from ondevice_rl.train.kit.algorithm import POSITIVE, UNIT, AlgorithmConfig, Range
+from ondevice_rl.train.kit.config import (
+    EpsilonGreedyFields,
+    LearnerConfig,
+    Range,
+    learner_config,
+    traced,
+)
 
 LOSSES = ("mse", "huber")
 
 
-class Hyperparams(NamedTuple):
-    """Scalar coefficients, traced float32 leaves: sweeping them never recompiles.
-
-    Leaves may carry a leading population axis ``[P]`` under ``jax.vmap``.
-    """
-
-    learning_rate: jax.Array  # Adam step size (constant)
-    gamma: jax.Array  # discount
-    tau: jax.Array  # target = tau·online + (1 − tau)·target at each target update
-    eps_start: jax.Array  # ε of ε-greedy at env step 0 ...
-    eps_end: jax.Array  # ... falling linearly to this over exploration_steps
-    max_grad_norm: jax.Array  # global-norm gradient clip
-
-
-HYPERPARAM_FIELDS = Hyperparams._fields
-
-
-@dataclass(frozen=True)
-class DQNConfig(AlgorithmConfig):
+@learner_config
+class DQNConfig(EpsilonGreedyFields, LearnerConfig):
     """Everything that sets a shape or a loop length (static), plus defaults
     for the traced hyperparameters (``config.hyperparams``).
 
@@ -70,29 +53,8 @@ class DQNConfig(AlgorithmConfig):
     squared error.
     """
 
-    HYPERPARAMS = Hyperparams
-    RANGES = {
-        "learning_rate": POSITIVE,
-        "gamma": UNIT,
-        "tau": Range(0.0, 1.0, low_open=True),
-        "eps_start": UNIT,
-        "eps_end": UNIT,
-        "max_grad_norm": POSITIVE,
-    }
-    POSITIVE_INTS = (
-        "total_timesteps",
-        "num_envs",
-        "buffer_size",
-        "batch_size",
-        "train_frequency",
-        "gradient_steps",
-        "target_update_every",
-        "exploration_steps",
-        "n_step",
-    )
+    ZERO_ALLOWED = ("learning_starts",)
 
-    env: str = "CartPole-v1"
-    total_timesteps: int = 500_000
     num_envs: int = 10
     buffer_size: int = 10_000  # transitions (env steps) held
     batch_size: int = 128  # samples per gradient step
@@ -100,18 +62,15 @@ class DQNConfig(AlgorithmConfig):
     train_frequency: int = 1  # vector steps per update
     gradient_steps: int = 1  # gradient steps per update
     target_update_every: int = 500  # env steps between target updates
-    exploration_steps: int = 250_000  # env steps of the linear ε schedule
     double_dqn: bool = False  # online argmax, target evaluation
     loss: str = "mse"  # "mse" (squared TD error) or "huber" (δ = 1)
     n_step: int = 1  # rewards per TD target before the bootstrap
     hidden: tuple[int, ...] = (120, 84)
     activation: str = "relu"
-    # Defaults of the traced hyperparameters.
-    learning_rate: float = 2.5e-4
-    gamma: float = 0.99
-    tau: float = 1.0
-    eps_start: float = 1.0
-    eps_end: float = 0.05
+    exploration_steps: int = 250_000
+    tau: float = traced(
+        1.0, Range(0.0, 1.0, low_open=True), "target ← τ·online + (1 − τ)·target"
+    )
     max_grad_norm: float = 10.0
 
     def validate(self) -> None:
@@ -155,7 +114,5 @@ class DQNConfig(AlgorithmConfig):
     def learn_batch_size(self) -> int:
         return self.batch_size
 
-    @property
-    def learning_starts_update(self) -> int:
-        """Index of the first update that takes gradient steps."""
-        return max(math.ceil(self.learning_starts / self.steps_per_update) - 1, 0)
+
+Hyperparams = DQNConfig.HYPERPARAMS

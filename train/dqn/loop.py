@@ -4,12 +4,10 @@ Each update: ``train_frequency`` ε-greedy vector steps through the generic
 rollout, appended to the buffer; once ``learning_starts`` env steps have been
 taken, ``gradient_steps`` gradient steps on sampled batches; then a target
 update whenever the env-step count crosses a multiple of
-``target_update_every``. The buffer is part of ``TrainState``, so it is
-scanned, vmapped over seeds, sharded and checkpointed with the rest.
-
-``make_train(config)`` returns ``train(key, hyperparams, env_params=None)``, a
-pure function safe to ``jax.jit`` and ``jax.vmap``. ``make_trainer(config)``
-exposes it in pieces (``init``, ``update``, ``run``) for segmented runs.
+``target_update_every``. The buffer is part of the train state (``extra``),
+so it is scanned, vmapped over seeds, sharded and checkpointed with the rest.
+``make_train(config)`` returns ``train(key, hyperparams, env_params=None)``,
+pure, safe to ``jax.jit`` and ``jax.vmap``.
 """
 
 from collections.abc import Callable
@@ -18,83 +16,39 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 import optax
-from jax.flatten_util import ravel_pytree
 
-from ondevice_rl.metrics import EPISODE_METRICS, EpisodeTracker, episode_metrics
-from ondevice_rl.networks import QNetwork
+from ondevice_rl.metrics import episode_metrics
 from ondevice_rl.replay import ReplayBuffer
-from ondevice_rl.rollout import RolloutState, Transition, batch_reset, rollout
+from ondevice_rl.rollout import rollout
 from ondevice_rl.train.dqn.config import DQNConfig, Hyperparams
 from ondevice_rl.train.dqn.loss import LossStats, bootstrap_values, td_loss, td_targets
-from ondevice_rl.train.kit.algorithm import TrainOutput, scan_updates, whole_run
 from ondevice_rl.train.kit.env_setup import make_env, require_discrete
-from ondevice_rl.train.kit.exploration import epsilon_greedy
+from ondevice_rl.train.kit.exploration import epsilon_greedy, linear_epsilon
+from ondevice_rl.train.kit.optim import flat_apply, gradient_step
+from ondevice_rl.train.kit.policies import q_policy
+from ondevice_rl.train.kit.protocol import (
+    Trainer,
+    TrainOutput,
+    feed_forward_trainer,
+    whole_run,
+)
+from ondevice_rl.train.kit.replay import crossed, empty_buffer
+from ondevice_rl.train.kit.state import TrainState, build_network, initial_state
+from ondevice_rl.train.kit.targets import polyak
 
 
-class TrainState(NamedTuple):
-    """Everything the loop carries; arrays only."""
+class Extra(NamedTuple):
+    """DQN's own train-state fields (``TrainState.extra``)."""
 
-    params: Any  # online Q-network
     target_params: Any
-    opt_state: Any  # over the raveled online parameters
     buffer: ReplayBuffer  # data: Transition, leaves [C, B, ...], extras ()
-    rollout: RolloutState
-    update_step: jax.Array  # [] int32, updates done (env steps = × steps_per_update)
-    episodes: EpisodeTracker
-
-
-class Trainer(NamedTuple):
-    """The fused program in pieces. All functions are pure.
-
-    ``epsilon(env_steps, hp) -> []`` the ε-greedy schedule;
-    ``act((params, epsilon), obs [B, ...], key) -> (action [B], action, ())``
-    is the rollout's chooser (ε-greedy on ``network``'s Q-values);
-    ``init(key, hp, env_params) -> TrainState`` (empty buffer);
-    ``learn(params, target_params, opt_state, buffer, key, hp) -> (params,
-    opt_state, LossStats)`` runs ``gradient_steps`` gradient steps (stats
-    averaged over them);
-    ``update(state, hp, env_params) -> (state, metrics)`` is one update;
-    ``run(state, hp, env_params, num_updates)`` scans ``update``
-    (``num_updates`` is static).
-    """
-
-    config: DQNConfig
-    env: Any
-    default_env_params: Any
-    network: QNetwork
-    optimizer: Callable  # hp -> optax.GradientTransformation
-    epsilon: Callable
-    act: Callable
-    init: Callable
-    init_opt_state: Callable
-    learn: Callable
-    update: Callable
-    run: Callable
-
-
-METRIC_NAMES = EPISODE_METRICS + LossStats._fields + ("epsilon",)
 
 
 def make_trainer(config: DQNConfig) -> Trainer:
-    """Builds the program's pieces.
-
-    Raises:
-        KeyError: unknown env (naming close matches).
-        ValueError: the env's action space is continuous.
-    """
+    """Builds the program's pieces (ValueError for a continuous action space)."""
     setup = require_discrete(make_env(config.env), "dqn", config.env)
-    env, default_env_params = setup.env, setup.default_params
-    num_actions = setup.action_dim
-    network = QNetwork(
-        num_actions, config.hidden, config.activation, obs_ndim=len(setup.obs_shape)
-    )
+    network = build_network(setup, config, "q")
     steps_per_update = config.steps_per_update
-
-    def epsilon(env_steps, hp: Hyperparams) -> jax.Array:
-        """ε after ``env_steps`` env steps: linear from ``eps_start`` to
-        ``eps_end`` over ``exploration_steps``, then constant."""
-        frac = jnp.minimum(env_steps / config.exploration_steps, 1.0)
-        return (hp.eps_start + frac * (hp.eps_end - hp.eps_start)).astype(jnp.float32)
 
     def act(actor, obs, key):
         params, eps = actor
@@ -107,51 +61,21 @@ def make_trainer(config: DQNConfig) -> Trainer:
             optax.adam(hp.learning_rate),
         )
 
-    def init_opt_state(params, hp: Hyperparams):
-        """Optimiser state over the flat parameter vector ``learn`` steps on."""
-        return optimizer(hp).init(ravel_pytree(params)[0])
+    def empty_extra(params) -> Extra:
+        buffer = empty_buffer(setup, config.num_envs, config.buffer_capacity)
+        return Extra(params, buffer)
 
     def init(key, hp: Hyperparams, env_params=None) -> TrainState:
-        env_params = default_env_params if env_params is None else env_params
-        net_key, env_key, key = jax.random.split(key, 3)
-        params = network.init(net_key, jnp.zeros(setup.obs_shape, jnp.float32))
-        rollout_state = batch_reset(env, env_params, env_key, config.num_envs)
-        rollout_state = rollout_state._replace(key=key)
-        obs = jnp.zeros((config.num_envs,) + setup.obs_shape, jnp.float32)
-        flags = jnp.zeros((config.num_envs,), jnp.bool_)
-        example = Transition(
-            obs=obs,
-            action=jnp.zeros((config.num_envs,), jnp.int32),
-            reward=jnp.zeros((config.num_envs,), jnp.float32),
-            terminated=flags,
-            truncated=flags,
-            final_obs=obs,
-            extras=(),
-        )
-        return TrainState(
-            params=params,
-            target_params=params,
-            opt_state=init_opt_state(params, hp),
-            buffer=ReplayBuffer.create(example, config.buffer_capacity),
-            rollout=rollout_state,
-            update_step=jnp.int32(0),
-            episodes=EpisodeTracker.create(),
+        return initial_state(
+            key, env_params, setup, network, config, optimizer(hp).init, empty_extra
         )
 
     def learn(params, target_params, opt_state, buffer: ReplayBuffer, key, hp):
         """``gradient_steps`` steps, each on ``batch_size`` sampled sequences
         of ``n_step`` steps (``[n_step, batch_size]``); returns ``(params,
-        opt_state, LossStats)``.
-
-        The optimiser steps on the raveled parameter vector, as PPO's does:
-        clipping and Adam then run as a few kernels instead of several per
-        leaf.
-        """
+        opt_state, LossStats)`` averaged over the steps."""
         tx = optimizer(hp)
-        flat_params, unravel = ravel_pytree(params)
-
-        def apply_fn(flat, obs):
-            return network.apply(unravel(flat), obs)
+        flat, unravel, apply_fn = flat_apply(network, params)
 
         def step(carry, step_key):
             flat, opt_state = carry
@@ -160,34 +84,35 @@ def make_trainer(config: DQNConfig) -> Trainer:
             q_online_next = apply_fn(flat, seq.final_obs) if config.double_dqn else None
             next_values = bootstrap_values(q_next, q_online_next)
             targets = td_targets(seq, next_values, hp.gamma, config.n_step)
-            grads, stats = jax.grad(td_loss, argnums=1, has_aux=True)(
-                apply_fn, flat, seq.obs[0], seq.action[0], targets, config.loss
-            )
-            updates, opt_state = tx.update(grads, opt_state, flat)
-            return (optax.apply_updates(flat, updates), opt_state), stats
+            flat, opt_state, stats = gradient_step(
+                tx, td_loss, apply_fn, flat, opt_state,
+                seq.obs[0], seq.action[0], targets, config.loss,
+            )  # fmt: skip
+            return (flat, opt_state), stats
 
         if config.gradient_steps == 1:
             keys = key[None]
         else:
             keys = jax.random.split(key, config.gradient_steps)
-        (flat_params, opt_state), stats = jax.lax.scan(
-            step, (flat_params, opt_state), keys
-        )
-        return unravel(flat_params), opt_state, jax.tree.map(jnp.mean, stats)
+        (flat, opt_state), stats = jax.lax.scan(step, (flat, opt_state), keys)
+        return unravel(flat), opt_state, jax.tree.map(jnp.mean, stats)
 
     def update(state: TrainState, hp: Hyperparams, env_params=None):
-        env_params = default_env_params if env_params is None else env_params
+        env_params = setup.default_params if env_params is None else env_params
+        target_params, buffer = state.extra
         env_steps = state.update_step * steps_per_update
-        eps = epsilon(env_steps, hp)
+        eps = linear_epsilon(
+            env_steps, config.exploration_steps, hp.eps_start, hp.eps_end
+        )
         rollout_state, traj, episodes = rollout(
-            env,
+            setup.env,
             env_params,
             act,
             (state.params, eps),
             state.rollout,
             config.train_frequency,
         )
-        buffer = state.buffer.add(traj)
+        buffer = buffer.add(traj)
         key, learn_key = jax.random.split(rollout_state.key)
         done_steps = env_steps + steps_per_update
         ready = (done_steps >= config.learning_starts) & buffer.can_sample(
@@ -197,12 +122,7 @@ def make_trainer(config: DQNConfig) -> Trainer:
         params, opt_state, stats = jax.lax.cond(
             ready,
             lambda: learn(
-                state.params,
-                state.target_params,
-                state.opt_state,
-                buffer,
-                learn_key,
-                hp,
+                state.params, target_params, state.opt_state, buffer, learn_key, hp
             ),
             lambda: (
                 state.params,
@@ -210,52 +130,30 @@ def make_trainer(config: DQNConfig) -> Trainer:
                 LossStats(jnp.float32(0.0), jnp.float32(0.0)),
             ),
         )
-        every = config.target_update_every
         target_params = jax.lax.cond(
-            done_steps // every > env_steps // every,
-            lambda: jax.tree.map(
-                lambda new, old: hp.tau * new + (1.0 - hp.tau) * old,
-                params,
-                state.target_params,
-            ),
-            lambda: state.target_params,
+            crossed(env_steps, done_steps, config.target_update_every),
+            lambda: polyak(params, target_params, hp.tau),
+            lambda: target_params,
         )
         tracker, metrics = episode_metrics(
             episodes, rollout_state.env_state, state.episodes
         )
-        new_state = TrainState(
+        new_state = state._replace(
             params=params,
-            target_params=target_params,
             opt_state=opt_state,
-            buffer=buffer,
             rollout=rollout_state._replace(key=key),
             update_step=state.update_step + 1,
             episodes=tracker,
+            extra=Extra(target_params, buffer),
         )
         return new_state, {**metrics, **stats._asdict(), "epsilon": eps}
 
-    run = scan_updates(update)
-
-    return Trainer(
-        config,
-        env,
-        default_env_params,
-        network,
-        optimizer,
-        epsilon,
-        act,
-        init,
-        init_opt_state,
-        learn,
-        update,
-        run,
-    )
+    policy = q_policy(network, config.eps_end)
+    return feed_forward_trainer(config, setup, network, init, update, policy)
 
 
 def make_train(config: DQNConfig) -> Callable[..., TrainOutput]:
-    """``train(key, hyperparams, env_params=None) -> TrainOutput``, pure.
-
-    ``TrainOutput.metrics[name]`` has shape ``[num_updates]`` (with leading
-    population axes under ``vmap``); names are ``METRIC_NAMES``.
-    """
+    """``train(key, hyperparams, env_params=None) -> TrainOutput``, pure;
+    ``metrics[name]`` is ``[num_updates]`` (leading population axes under
+    ``vmap``)."""
     return whole_run(make_trainer(config))

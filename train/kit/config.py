@@ -1,25 +1,17 @@
-"""The algorithm protocol: what every learner gives the runner, sweeps, bench
-and CLI.
+"""Learner configs: static fields that set shapes and loop lengths, and
+traced hyperparameters declared once.
 
-An algorithm lives in ``train/<name>/`` and exports
-
-* a frozen static config (``PPOConfig``, ``A2CConfig``, ...) built on
-  ``AlgorithmConfig``: fields that set shapes or loop lengths, plus defaults
-  of its traced hyperparameters; it validates itself on construction and
-  ``config.hyperparams`` gives the traced NamedTuple of float32 scalars;
-* ``make_train(config) -> train(key, hyperparams, env_params=None) ->
-  TrainOutput`` whose ``metrics[name]`` has a leading ``[num_updates]`` axis;
-* ``make_trainer(config)`` with at least ``config``, ``env``,
-  ``default_env_params``, ``init(key, hp, env_params=None) -> state`` and
-  ``run(state, hp, env_params, num_updates) -> (state, metrics)`` (scan of
-  ``num_updates`` updates, static), which segmented runs compile;
-
-and one ``Algorithm`` record, listed in ``train/kit/registry.py``.
+A learner's config is a frozen dataclass made by ``learner_config`` on top of
+``LearnerConfig`` (plus a sizes mixin). A traced hyperparameter is one line,
+``gamma: float = traced(0.99, UNIT, "discount")``: its default, its valid
+range and its help text. ``learner_config`` reads those fields and gives the
+class ``HYPERPARAMS`` (a NamedTuple of float32 leaves, so sweeping them never
+recompiles) and ``RANGES``; ``config.hyperparams`` is the default values.
 """
 
 import dataclasses
-from collections.abc import Callable, Mapping
-from typing import Any, ClassVar, NamedTuple, Protocol
+from collections.abc import Mapping
+from typing import Any, ClassVar, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -32,76 +24,96 @@ from ondevice_rl.ranges import (  # noqa: F401  (re-exported for the learners)
     UNIT,
     Range,
 )
+from ondevice_rl.train.kit.schedules import LR_SCHEDULES
+
+_TRACED = "traced_range"
 
 
-class TrainOutput(NamedTuple):
-    state: Any
-    metrics: dict  # name -> [num_updates] float32 (leading population axes under vmap)
+def traced(default: float, valid: Range, help: str) -> Any:
+    """Declares a traced hyperparameter: a float32 leaf of ``hyperparams``
+    (sweeps vary it without recompiling) with its default, range and help."""
+    return dataclasses.field(default=default, metadata={_TRACED: valid, "help": help})
 
 
-def scan_updates(update: Callable) -> Callable:
-    """``run(state, hp, env_params=None, num_updates=1) -> (state, metrics)``:
-    ``num_updates`` (static) calls of ``update(state, hp, env_params)`` in one
-    ``lax.scan``; metrics get a leading ``[num_updates]`` axis."""
+def learner_config(cls: type) -> type:
+    """``dataclass(frozen=True)`` that also sets ``cls.HYPERPARAMS`` (a
+    NamedTuple ``Hyperparams`` of the ``traced`` fields, in declaration order)
+    and ``cls.RANGES`` (field -> ``Range``).
 
-    def run(state, hp, env_params=None, num_updates=1):
-        def body(state, _):
-            return update(state, hp, env_params)
-
-        return jax.lax.scan(body, state, None, length=num_updates)
-
-    return run
-
-
-def whole_run(trainer: "Trainer") -> Callable[..., TrainOutput]:
-    """``train(key, hyperparams, env_params=None) -> TrainOutput``: ``init``
-    then every update of ``trainer.config`` in one ``run``; pure, safe to
-    ``jax.jit`` and ``jax.vmap``."""
-
-    def train(key, hyperparams, env_params=None) -> TrainOutput:
-        state = trainer.init(key, hyperparams, env_params)
-        num_updates = trainer.config.num_updates
-        state, metrics = trainer.run(state, hyperparams, env_params, num_updates)
-        return TrainOutput(state, metrics)
-
-    return train
-
-
-class Trainer(Protocol):
-    """What generic code uses of ``make_trainer(config)``."""
-
-    config: Any
-    env: Any
-    default_env_params: Any
-    init: Callable  # (key, hp, env_params=None) -> state
-    run: Callable  # (state, hp, env_params=None, num_updates=1) -> (state, metrics)
+    A traced field declared in a base class stays traced when a learner
+    gives it another default with a plain ``name: float = value`` line.
+    """
+    inherited = {}
+    for base in cls.__mro__[1:]:
+        if dataclasses.is_dataclass(base):
+            for f in dataclasses.fields(base):
+                inherited.setdefault(f.name, f)
+    for name in cls.__dict__.get("__annotations__", {}):
+        value = cls.__dict__.get(name, dataclasses.MISSING)
+        base = inherited.get(name)
+        if base is not None and _TRACED in base.metadata:
+            if not isinstance(value, dataclasses.Field):
+                setattr(
+                    cls, name, dataclasses.field(default=value, metadata=base.metadata)
+                )
+    cls = dataclasses.dataclass(frozen=True)(cls)
+    fields = [f for f in dataclasses.fields(cls) if _TRACED in f.metadata]
+    hyperparams = NamedTuple("Hyperparams", [(f.name, jax.Array) for f in fields])
+    hyperparams.__module__ = cls.__module__
+    hyperparams.__doc__ = (
+        f"{cls.__name__}'s scalar coefficients, traced float32 leaves: sweeping "
+        "them never recompiles. Leaves may carry a leading population axis "
+        "``[P]`` under ``jax.vmap``."
+    )
+    cls.HYPERPARAMS = hyperparams
+    cls.RANGES = {f.name: f.metadata[_TRACED] for f in fields}
+    return cls
 
 
-class AlgorithmConfig:
-    """Behaviour shared by the algorithms' frozen config dataclasses.
+def field_help(cls: type, name: str) -> str | None:
+    """The help text of ``cls``'s traced field ``name`` (None for others)."""
+    return {f.name: f.metadata.get("help") for f in dataclasses.fields(cls)}.get(name)
 
-    A subclass sets ``HYPERPARAMS`` (its NamedTuple of traced scalars, whose
-    field names are also config fields holding the defaults), ``RANGES``
-    (field -> ``Range``), ``POSITIVE_INTS`` (int fields that must be ≥ 1),
-    and defines ``num_envs``, ``num_updates``, ``steps_per_update`` (env
-    steps per update: the metrics' x axis) and ``learn_batch_size`` (samples
-    per gradient step: sizes activations in the memory rule).
+
+@dataclasses.dataclass(frozen=True)
+class LearnerConfig:
+    """Fields every learner has; subclasses add theirs and set their
+    defaults.
+
+    Every ``int`` field must be a positive int below 2^31 (``total_timesteps``
+    may be larger) unless listed in ``ZERO_ALLOWED`` (checked by the learner).
+    A subclass defines ``num_updates``, ``steps_per_update`` (env steps per
+    update: the metrics' x axis) and ``learn_batch_size`` (samples per
+    gradient step: sizes activations in the memory rule).
     """
 
     HYPERPARAMS: ClassVar[type]
     RANGES: ClassVar[Mapping[str, Range]]
-    POSITIVE_INTS: ClassVar[tuple[str, ...]] = ()
+    ZERO_ALLOWED: ClassVar[tuple[str, ...]] = ()
+
+    env: str = "CartPole-v1"
+    total_timesteps: int = 500_000
+    num_envs: int = 4
+    hidden: tuple[int, ...] = (64, 64)
+    activation: str = "tanh"
+    #: Learning rate over the run: "constant", "linear" (to 0) or "cosine".
+    lr_schedule: str = "constant"
+    learning_rate: float = traced(2.5e-4, POSITIVE, "optimiser step size")
+    gamma: float = traced(0.99, UNIT, "discount")
+    max_grad_norm: float = traced(0.5, POSITIVE, "global-norm gradient clip")
 
     def __post_init__(self):
         name = type(self).__name__
-        for field in self.POSITIVE_INTS:
-            value = getattr(self, field)
+        for field in dataclasses.fields(self):
+            value = getattr(self, field.name)
+            if field.type is not int or field.name in self.ZERO_ALLOWED:
+                continue
             if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
                 raise ValueError(
-                    f"{name}.{field} must be a positive int, got {value!r}"
+                    f"{name}.{field.name} must be a positive int, got {value!r}"
                 )
-            if value >= MAX_INT and field != "total_timesteps":
-                raise ValueError(f"{name}.{field}={value} is too large (< 2^31)")
+            if value >= MAX_INT and field.name != "total_timesteps":
+                raise ValueError(f"{name}.{field.name}={value} is too large (< 2^31)")
         for field in dataclasses.fields(self):
             value = getattr(self, field.name)
             if isinstance(field.default, bool) and not isinstance(value, bool):
@@ -114,11 +126,15 @@ class AlgorithmConfig:
             raise ValueError(
                 f"{name}.hidden must be positive ints, got {self.hidden!r}"
             )
-        if self.activation not in ACTIVATIONS:
-            raise ValueError(
-                f"{name}.activation must be one of {', '.join(ACTIVATIONS)}, "
-                f"got {self.activation!r}"
-            )
+        for field, known in (
+            ("activation", ACTIVATIONS),
+            ("lr_schedule", LR_SCHEDULES),
+        ):
+            if getattr(self, field) not in known:
+                raise ValueError(
+                    f"{name}.{field} must be one of {', '.join(known)}, "
+                    f"got {getattr(self, field)!r}"
+                )
         for field in self.HYPERPARAMS._fields:
             self.RANGES[field].check(f"{name}.{field}", getattr(self, field))
         self.validate()
@@ -134,7 +150,7 @@ class AlgorithmConfig:
             )
 
     def validate(self) -> None:
-        """Algorithm-specific checks (divisibility, ...); raise ValueError."""
+        """Learner-specific checks (divisibility, ...); raise ValueError."""
 
     @property
     def hyperparams(self):
@@ -150,9 +166,43 @@ class AlgorithmConfig:
         return dataclasses.asdict(self)
 
 
+@dataclasses.dataclass(frozen=True)
+class OnPolicyConfig(LearnerConfig):
+    """Fields of the learners whose update learns on its own rollout."""
+
+    num_steps: int = 128
+    #: Standardise observations by running statistics kept in the train state
+    #: (``ondevice_rl.normalize``), and scale rewards by the running std of
+    #: the discounted return. Off: results identical to before they existed.
+    normalize_obs: bool = False
+    normalize_rewards: bool = False
+
+
+@dataclasses.dataclass(frozen=True)
+class ActorCriticConfig(OnPolicyConfig):
+    """Fields of the actor-critic learners (PPO, A2C)."""
+
+    gae_lambda: float = traced(0.95, UNIT, "GAE's λ")
+    ent_coef: float = traced(0.01, NON_NEGATIVE, "entropy bonus weight")
+    vf_coef: float = traced(0.5, NON_NEGATIVE, "value loss weight")
+
+
+@dataclasses.dataclass(frozen=True)
+class EpsilonGreedyFields:
+    """ε-greedy exploration (DQN, PQN), scheduled in env steps: linear from
+    ``eps_start`` to ``eps_end`` over ``exploration_steps``, then constant."""
+
+    exploration_steps: int = 100_000
+    eps_start: float = traced(1.0, UNIT, "ε of ε-greedy at env step 0")
+    eps_end: float = traced(0.05, UNIT, "ε once exploration_steps have passed")
+
+
 class RolloutSizes:
     """Sizes of a learner whose update is one rollout of ``num_envs ×
     num_steps`` env steps, learned on as one batch (mix into the config)."""
+
+    update_epochs = 1
+    num_minibatches = 1
 
     @property
     def batch_size(self) -> int:
@@ -168,19 +218,11 @@ class RolloutSizes:
 
     @property
     def learn_batch_size(self) -> int:
-        return self.batch_size
-
-
-class MinibatchSizes(RolloutSizes):
-    """``RolloutSizes`` learned on in ``num_minibatches`` minibatches."""
+        return self.batch_size // self.num_minibatches
 
     @property
     def minibatch_size(self) -> int:
         return self.batch_size // self.num_minibatches
-
-    @property
-    def learn_batch_size(self) -> int:
-        return self.minibatch_size
 
     def check_minibatches(self) -> None:
         if self.batch_size % self.num_minibatches:
@@ -193,44 +235,3 @@ class MinibatchSizes(RolloutSizes):
 def hyperparams_from(cls: type, values: Any) -> Any:
     """A ``cls`` NamedTuple of float32 arrays from a sequence of values."""
     return cls(*(jnp.asarray(x, jnp.float32) for x in values))
-
-
-@dataclasses.dataclass(frozen=True)
-class Algorithm:
-    """A registry record: everything generic code needs of one learner."""
-
-    name: str
-    summary: str  # one line, for help texts and tables
-    config: type  # the frozen config dataclass
-    make_trainer: Callable[[Any], Trainer]
-    make_train: Callable[[Any], Callable[..., TrainOutput]]
-    continuous_actions: bool = True  # whether Box action spaces are supported
-    #: An on-policy learner whose trainer's ``act`` (stochastic policy) and
-    #: ``learn(params, opt_state, traj, key, hp)`` can drive ``bench host``.
-    host_loop: bool = False
-
-    @property
-    def hyperparams(self) -> type:
-        """The NamedTuple class of traced hyperparameters."""
-        return self.config.HYPERPARAMS
-
-    @property
-    def ranges(self) -> Mapping[str, Range]:
-        return self.config.RANGES
-
-    @property
-    def hyperparam_fields(self) -> tuple[str, ...]:
-        return self.config.HYPERPARAMS._fields
-
-    @property
-    def static_fields(self) -> tuple[str, ...]:
-        """Config fields that set shapes or loop lengths (``env`` excluded)."""
-        traced = set(self.hyperparam_fields)
-        return tuple(
-            f.name
-            for f in dataclasses.fields(self.config)
-            if f.name not in traced and f.name != "env"
-        )
-
-    def defaults(self) -> dict[str, Any]:
-        return {f.name: f.default for f in dataclasses.fields(self.config)}

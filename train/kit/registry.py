@@ -1,7 +1,7 @@
 """The algorithms, by name: the one place that imports them.
 
 Adding a learner is a subpackage ``train/<name>/`` exporting an
-``ALGORITHM`` record (see ``train/kit/algorithm.py``) and one line below.
+``ALGORITHM`` record (see ``train/kit/protocol.py``) and one line below.
 """
 
 import difflib
@@ -9,7 +9,7 @@ import functools
 from typing import Any
 
 from ondevice_rl.train import a2c, dqn, ppo, pqn
-from ondevice_rl.train.kit.algorithm import Algorithm
+from ondevice_rl.train.kit.protocol import Algorithm
 
 _ALGORITHMS: dict[str, Algorithm] = {
     "ppo": ppo.ALGORITHM,

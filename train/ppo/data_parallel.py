@@ -32,9 +32,10 @@ from ondevice_rl.sharding import (
     make_mesh,
     mesh_size,
 )
-from ondevice_rl.train.kit.algorithm import TrainOutput
+from ondevice_rl.train.kit.protocol import TrainOutput
+from ondevice_rl.train.kit.state import TrainState
 from ondevice_rl.train.ppo.config import Hyperparams, PPOConfig
-from ondevice_rl.train.ppo.loop import TrainState, make_trainer
+from ondevice_rl.train.ppo.loop import make_trainer
 
 
 def check_divisible(config: PPOConfig, num_devices: int) -> None:
@@ -86,7 +87,9 @@ def make_train_dp(
         return state._replace(rollout=state.rollout._replace(key=key)), metrics
 
     replicated, split = P(), P(axis_name)
-    state_specs = TrainState(replicated, replicated, split, replicated, replicated)
+    state_specs = TrainState(*[replicated] * len(TrainState._fields))._replace(
+        rollout=split
+    )
     run = jax.shard_map(
         local_run,
         mesh=mesh,

@@ -26,7 +26,7 @@ except ModuleNotFoundError:  # Python 3.10
 
 from typing import Any
 
-from ondevice_rl.train.kit.algorithm import Algorithm
+from ondevice_rl.train.kit.protocol import Algorithm
 from ondevice_rl.train.kit.registry import DEFAULT, get_algorithm
 
 RECIPE_DIR = Path(__file__).parent

@@ -41,7 +41,7 @@ import numpy as np
 from ondevice_rl import envs
 from ondevice_rl.checkpoint import Checkpoints
 from ondevice_rl.metrics import final_return
-from ondevice_rl.train.kit.algorithm import hyperparams_from
+from ondevice_rl.train.kit.config import hyperparams_from
 from ondevice_rl.train.kit.registry import algorithm_of
 from ondevice_rl.train.run import artifacts
 from ondevice_rl.train.run.run_files import RunFiles

@@ -29,8 +29,8 @@ import numpy as np
 
 from ondevice_rl.evaluation import evaluate
 from ondevice_rl.train.kit.registry import trainer_for
+from ondevice_rl.train.kit.state import policy_params
 from ondevice_rl.train.services.programs import PROGRAMS, avals
-from ondevice_rl.train.use.policy import make_policy, policy_params
 
 EVAL_METRIC = "eval_return"
 #: Folded into a run's key to give its evaluation stream.
@@ -115,13 +115,15 @@ def _segment_fn(trainer: Any, evaluation: Evaluation | None):
         return segment
 
     every, episodes = evaluation
-    policy = make_policy(trainer)
 
     def evaluate_at(state, env_params, eval_key, update):
         env_params = trainer.default_env_params if env_params is None else env_params
         key = jax.random.fold_in(eval_key, update)
         params = policy_params(state)
-        result = evaluate(policy, params, trainer.env, env_params, key, episodes, True)
+        carry = trainer.initial_carry((episodes,))
+        result = evaluate(
+            trainer.policy, params, trainer.env, env_params, key, episodes, True, carry
+        )
         return jnp.mean(result["return"])
 
     def segment(state, hp, env_params, start, eval_key, length, phase):

@@ -1,20 +1,11 @@
-"""One policy for every learner, and what a trained run leaves to use.
+"""What a trained run leaves to use: its parameters and its policy.
 
-* ``make_policy(trainer) -> policy(params, obs, key, deterministic) ->
-  env_action``: generic over the registry, decided by what the trainer's
-  network returns (``jax.eval_shape``), never by the algorithm's name. An
-  actor-critic's ``PolicyOutput`` acts by the argmax of its logits or its
-  Gaussian mean (deterministic) or a sample; a Q-network's action values
-  ``[..., A]`` by their argmax or ε-greedily with the config's ``eps_end``
-  (greedy if it has none). Box actions are clipped to the space. ``params``
-  are the network's, or ``policy_params(train_state)``: those plus the
-  state's observation statistics (``normalizer``), when the learner keeps
-  them, applied to ``obs`` first.
 * ``load_run(run_dir)``: the stored ``RunSpec``, the trainer and the latest
-  checkpoint's parameters.
+  checkpoint's ``PolicyParams`` (network parameters and obs statistics).
 * ``load_policy(run_dir) -> Policy``: ``policy(obs, key=None) -> action``,
   jit-compiled, for one observation ``[*obs_shape]`` or a batch ``[B,
-  *obs_shape]`` (also ``ondevice_rl.load_policy``).
+  *obs_shape]`` (also ``ondevice_rl.load_policy``), acting with the trainer's
+  ``policy`` (``train/kit/policies.py``).
 * ``run_in_gymnasium(policy, env_id)``: the loaded policy in the original
   gymnasium env, on the host, to check policy and port against the real thing.
 """
@@ -27,78 +18,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ondevice_rl.networks import PolicyOutput, sample_action
-from ondevice_rl.train.kit.env_setup import make_env
-from ondevice_rl.train.kit.exploration import epsilon_greedy
-
-#: ``policy(params, obs [..., *obs_shape], key, deterministic) -> env_action``
-#: (``[...]`` int32 for discrete spaces, ``[..., A]`` float32 for Box ones).
-PolicyFn = Callable[[Any, jax.Array, jax.Array, bool], jax.Array]
-
-
-class PolicyParams(NamedTuple):
-    """What acting needs of a train state."""
-
-    network: Any  # the network's parameters
-    normalizer: Any = None  # the state's ``normalizer`` (obs statistics), if any
-
-
-def policy_params(state: Any) -> PolicyParams:
-    """``PolicyParams`` of a learner's train state (``state.params`` and, if
-    it has one, ``state.normalizer``)."""
-    return PolicyParams(state.params, getattr(state, "normalizer", None))
-
-
-def _network_input(params: Any, obs: jax.Array) -> tuple[Any, jax.Array]:
-    """``(network params, obs as the network sees it)``."""
-    if not isinstance(params, PolicyParams):
-        return params, obs
-    if params.normalizer is not None:
-        from ondevice_rl.normalize import normalize_obs
-
-        obs = normalize_obs(params.normalizer, obs)
-    return params.network, obs
-
-
-def make_policy(trainer: Any, epsilon: float | None = None) -> PolicyFn:
-    """The acting function of ``trainer``'s network (any registered learner).
-
-    ``deterministic`` must be a Python bool. ``epsilon`` (Q-networks only,
-    stochastic acting) defaults to ``trainer.config.eps_end`` or 0.
-    """
-    setup = make_env(trainer.config.env)
-    network = trainer.network
-    obs = jax.ShapeDtypeStruct(setup.obs_shape, jnp.float32)
-    params = jax.eval_shape(network.init, jax.random.key(0), obs)
-    out = jax.eval_shape(network.apply, params, obs)
-    if isinstance(out, PolicyOutput):
-
-        def actor_critic(params, obs, key, deterministic):
-            pi = network.apply(*_network_input(params, obs))
-            if not deterministic:
-                action = sample_action(key, pi)
-            elif pi.log_std is None:
-                action = jnp.argmax(pi.logits_or_mean, axis=-1).astype(jnp.int32)
-            else:
-                action = pi.logits_or_mean
-            return setup.to_env_action(action)
-
-        return actor_critic
-    if not isinstance(out, jax.ShapeDtypeStruct) or out.shape != (setup.action_dim,):
-        raise TypeError(
-            f"{type(network).__name__} returns {out}, neither a PolicyOutput nor "
-            f"action values [..., {setup.action_dim}]"
-        )
-    if epsilon is None:
-        epsilon = float(getattr(trainer.config, "eps_end", 0.0))
-
-    def q_values(params, obs, key, deterministic):
-        q = network.apply(*_network_input(params, obs))
-        if deterministic or epsilon == 0.0:
-            return jnp.argmax(q, axis=-1).astype(jnp.int32)
-        return epsilon_greedy(key, q, epsilon)
-
-    return q_values
+from ondevice_rl.train.kit.state import PolicyParams, policy_params
 
 
 class LoadedRun(NamedTuple):
@@ -198,10 +118,11 @@ class Policy:
         self.config = run.spec.config
         self.env = self.config.env
         self.step = run.step
-        self.obs_shape = make_env(self.env).obs_shape
-        act = make_policy(run.trainer)
-        self._greedy = jax.jit(lambda p, obs: act(p, obs, None, True))
-        self._sample = jax.jit(lambda p, obs, key: act(p, obs, key, False))
+        self.obs_shape = run.trainer.setup.obs_shape
+        act = run.trainer.policy
+        self._initial_carry = run.trainer.initial_carry
+        self._greedy = jax.jit(lambda p, c, obs: act(p, c, obs, None, True))
+        self._sample = jax.jit(lambda p, c, obs, key: act(p, c, obs, key, False))
 
     def __call__(self, obs: Any, key: jax.Array | None = None) -> jax.Array:
         obs = jnp.asarray(obs, jnp.float32)
@@ -213,9 +134,10 @@ class Policy:
                 f"observation of shape {obs.shape}; expected {self.obs_shape} or "
                 f"[B, {', '.join(map(str, self.obs_shape))}]"
             )
+        carry = self._initial_carry(obs.shape[: obs.ndim - rank])
         if key is None:
-            return self._greedy(self.params, obs)
-        return self._sample(self.params, obs, key)
+            return self._greedy(self.params, carry, obs)[0]
+        return self._sample(self.params, carry, obs, key)[0]
 
     def __repr__(self) -> str:
         return f"Policy({self.env!r}, update {self.step})"

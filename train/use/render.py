@@ -95,8 +95,9 @@ class Renderer:
         self.env.close()
 
 
-def episode(policy, params, env, env_params, key, deterministic, max_steps):
-    """One episode, jitted: ``(state0, states, actions, rewards, active)``
+def episode(policy, params, env, env_params, key, deterministic, max_steps, carry=()):
+    """One episode of ``policy(params, carry, obs, key, deterministic) ->
+    (action, carry)``, jitted: ``(state0, states, actions, rewards, active)``
     with leading axis ``[max_steps]``; step ``t`` belongs to the episode
     where ``active[t]`` (its length is ``active.sum()``)."""
     env = getattr(env, "unwrapped", env)
@@ -105,20 +106,20 @@ def episode(policy, params, env, env_params, key, deterministic, max_steps):
         reset_key, key = jax.random.split(key)
         obs, state = env.reset(reset_key, env_params)
 
-        def one_step(carry, _):
-            state, obs, done, key = carry
+        def one_step(loop, _):
+            state, obs, done, key, carry = loop
             key, act_key, step_key = jax.random.split(key, 3)
-            action = policy(params, obs, act_key, deterministic)
+            action, carry = policy(params, carry, obs, act_key, deterministic)
             ts = env.step(step_key, state, action, env_params)
             active = ~done
             keep = jax.tree.map(lambda a, b: jnp.where(active, a, b), ts.state, state)
             obs = jnp.where(active, ts.obs, obs)
             done = done | ts.terminated | ts.truncated
             reward = jnp.where(active, ts.reward, 0.0)
-            return (keep, obs, done, key), (keep, action, reward, active)
+            return (keep, obs, done, key, carry), (keep, action, reward, active)
 
-        carry = (state, obs, jnp.bool_(False), key)
-        _, steps = jax.lax.scan(one_step, carry, None, length=max_steps)
+        loop = (state, obs, jnp.bool_(False), key, carry)
+        _, steps = jax.lax.scan(one_step, loop, None, length=max_steps)
         return (state, *steps)
 
     return jax.device_get(jax.jit(run)(params, key))
@@ -208,7 +209,7 @@ def render_run(
     or ``.mp4``), frames resized by ``scale``; returns ``{"path", "frames",
     "return", "length"}``. ValueError (one line) for a run or env that cannot
     be rendered."""
-    from ondevice_rl.train.use.policy import load_run, load_spec, make_policy
+    from ondevice_rl.train.use.policy import load_run, load_spec
 
     out = Path(out)
     if out.suffix.lower() not in (".gif", ".mp4"):
@@ -226,13 +227,14 @@ def render_run(
             env_params = trainer.default_env_params
         max_steps = int(env_params.max_steps)
         state0, states, actions, rewards, active = episode(
-            make_policy(trainer),
+            trainer.policy,
             run.params,
             trainer.env,
             env_params,
             jax.random.key(seed),
             deterministic,
             max_steps,
+            trainer.initial_carry(()),
         )
         length = int(active.sum())
         frames = [renderer.draw(state0)]

@@ -1,0 +1,98 @@
+"""The train state every learner carries, built the same way for all.
+
+``TrainState`` holds the fields every learner has; what is a learner's own
+(DQN's target network and replay buffer) goes in ``extra``. Arrays only, so
+it scans, vmaps over seeds, shards and checkpoints as one pytree.
+"""
+
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+from jax.flatten_util import ravel_pytree
+
+from ondevice_rl.metrics import EpisodeTracker
+from ondevice_rl.networks import ActorCritic, QNetwork
+from ondevice_rl.normalize import Normalizer, init_normalizer
+from ondevice_rl.rollout import RolloutState, batch_reset
+from ondevice_rl.train.kit.env_setup import EnvSetup
+
+
+class TrainState(NamedTuple):
+    """Everything a learner's loop carries; arrays only.
+
+    ``opt_state`` is over the parameters raveled into one vector (see
+    ``train/kit/optim.py``). ``normalizer`` holds running obs/reward
+    statistics, ``Normalizer((), ())`` (no leaves) when both are off.
+    """
+
+    params: Any
+    opt_state: Any
+    rollout: RolloutState  # B envs' states, last obs and the run's key
+    update_step: jax.Array  # [] int32, updates done so far
+    episodes: EpisodeTracker
+    normalizer: Normalizer = Normalizer((), ())
+    extra: Any = ()  # the learner's own fields
+
+
+class PolicyParams(NamedTuple):
+    """What acting needs of a train state."""
+
+    network: Any  # the network's parameters
+    normalizer: Any = None  # the state's obs statistics (``Normalizer``), if any
+
+
+def policy_params(state: TrainState) -> PolicyParams:
+    """``PolicyParams`` of a learner's train state."""
+    return PolicyParams(state.params, state.normalizer)
+
+
+def build_network(setup: EnvSetup, config: Any, kind: str, **kwargs: Any) -> Any:
+    """The learner's network for ``setup``'s spaces: ``kind`` "actor_critic"
+    or "q"; an MLP torso for vector observations, a CNN for images."""
+    obs_ndim = len(setup.obs_shape)
+    if kind == "actor_critic":
+        return ActorCritic(
+            setup.action_dim,
+            setup.continuous,
+            config.hidden,
+            config.activation,
+            obs_ndim=obs_ndim,
+        )
+    return QNetwork(
+        setup.action_dim, config.hidden, config.activation, obs_ndim=obs_ndim, **kwargs
+    )
+
+
+def initial_state(
+    key: jax.Array,
+    env_params: Any,
+    setup: EnvSetup,
+    network: Any,
+    config: Any,
+    init_opt_state: Callable[[jax.Array], Any],
+    extra: Callable[[Any], Any] = lambda params: (),
+) -> TrainState:
+    """A fresh ``TrainState``: network params, ``config.num_envs`` reset envs,
+    the optimiser state ``init_opt_state(flat_params)``, empty episode stats,
+    a normaliser if the config asks for one, and ``extra(params)``."""
+    env_params = setup.default_params if env_params is None else env_params
+    net_key, env_key, key = jax.random.split(key, 3)
+    params = network.init(net_key, jnp.zeros(setup.obs_shape, jnp.float32))
+    rollout_state = batch_reset(setup.env, env_params, env_key, config.num_envs)
+    normalizer = init_normalizer(
+        setup.obs_shape,
+        config.num_envs,
+        getattr(config, "normalize_obs", False),
+        getattr(config, "normalize_rewards", False),
+    )
+    return TrainState(
+        params=params,
+        opt_state=init_opt_state(ravel_pytree(params)[0]),
+        rollout=rollout_state._replace(key=key),
+        update_step=jnp.int32(0),
+        episodes=EpisodeTracker.create(),
+        normalizer=normalizer,
+        extra=extra(params),
+    )
