@@ -72,9 +72,17 @@ GYMNAX_DETERMINISTIC = (
     "MountainCarContinuous-v0",
     "Pendulum-v1",
 )
+# Observations outside the bounds gymnax declares (a Gaussian reward, -1
+# entries; found by check-env): declared unbounded.
+GYMNAX_UNBOUNDED_OBS = ("GaussianBandit-misc", "MemoryChain-bsuite")
 for _id in GYMNAX_IDS:
-    _stochastic = _id not in GYMNAX_DETERMINISTIC
-    register(f"gymnax/{_id}", partial(GymnaxAdapter, _id, stochastic_step=_stochastic))
+    _adapter = partial(
+        GymnaxAdapter,
+        _id,
+        stochastic_step=_id not in GYMNAX_DETERMINISTIC,
+        unbounded_obs=_id in GYMNAX_UNBOUNDED_OBS,
+    )
+    register(f"gymnax/{_id}", _adapter)
 for _id, _why in GYMNAX_LEFT_OUT.items():
     register_unavailable(f"gymnax/{_id}", f"left out: {_why}")
 BRAX_NAMES = ("ant", "halfcheetah", "hopper", "humanoid", "inverted_pendulum")

@@ -44,7 +44,8 @@ class GymnaxAdapter(Environment):
     ``step_env`` ignores its key (true of CartPole, MountainCar(Continuous)
     and Pendulum), so ``AutoReset`` may reuse it for the reset: one PRNG
     split less per env per step, the dominant cost of stepping these envs in
-    a batch.
+    a batch. ``unbounded_obs=True`` declares the observations unbounded,
+    for envs whose observations leave the bounds gymnax declares.
 
     Raises:
         ValueError: one line, when an object is not gymnax-style or its
@@ -58,9 +59,11 @@ class GymnaxAdapter(Environment):
         *,
         name: str | None = None,
         stochastic_step: bool = True,
+        unbounded_obs: bool = False,
         **kwargs,
     ):
         self.stochastic_step = stochastic_step
+        self._unbounded_obs = unbounded_obs
         if isinstance(gymnax_env, str):
             import gymnax
 
@@ -83,6 +86,17 @@ class GymnaxAdapter(Environment):
         self._done_has_time_limit = not hasattr(self.gymnax_env, "is_truncated")
         space = self.gymnax_env.observation_space(self._gymnax_params)
         self._one_hot = int(space.n) if hasattr(space, "n") else 0
+        self._time_dtype = self._gymnax_time_dtype()
+
+    def _gymnax_time_dtype(self) -> Any:
+        """The dtype of gymnax's own ``state.time`` (MetaMaze counts in
+        floats); ours is int32 and goes back to it for gymnax's code."""
+        try:
+            reset = self.gymnax_env.reset_env
+            state = jax.eval_shape(reset, jax.random.key(0), self._gymnax_params)[1]
+            return jnp.dtype(state.time.dtype)
+        except Exception:  # reset itself fails: the env checks say why
+            return jnp.dtype(jnp.int32)
 
     def default_params(self) -> GymnaxParams:
         limit = self._gymnax_params.max_steps_in_episode
@@ -90,18 +104,19 @@ class GymnaxAdapter(Environment):
 
     def reset(self, key, params):
         obs, state = self.gymnax_env.reset_env(key, params.env_params)
-        return self._obs(obs), _strong(state)
+        return self._obs(obs), _with_time(_strong(state), jnp.int32)
 
     def step(self, key, state, action, params) -> TimeStep:
         obs, state, reward, done, _ = self.gymnax_env.step_env(
-            key, state, action, params.env_params
+            key, _with_time(state, self._time_dtype), action, params.env_params
         )
+        state = _with_time(_strong(state), jnp.int32)
         done = jnp.asarray(done, jnp.bool_)
         if self._done_has_time_limit:
             done = done & (state.time < params.env_params.max_steps_in_episode)
         return TimeStep(
             obs=self._obs(obs),
-            state=_strong(state),
+            state=state,
             reward=jnp.asarray(reward, jnp.float32),
             terminated=done,
             truncated=state.time >= params.max_steps,
@@ -116,7 +131,10 @@ class GymnaxAdapter(Environment):
     def observation_space(self, params):
         if self._one_hot:
             return Box(0.0, 1.0, (self._one_hot,), jnp.float32)
-        return _space(self.gymnax_env.observation_space(params.env_params))
+        space = _space(self.gymnax_env.observation_space(params.env_params))
+        if self._unbounded_obs:
+            return Box(-jnp.inf, jnp.inf, space.shape, jnp.float32)
+        return space
 
     def action_space(self, params):
         return _space(self.gymnax_env.action_space(params.env_params))
@@ -136,6 +154,15 @@ def _strong(tree: Any) -> Any:
         return jnp.asarray(x, _NARROW.get(jnp.dtype(dtype), dtype))
 
     return jax.tree.map(strong, tree)
+
+
+def _with_time(state: Any, dtype: Any) -> Any:
+    """``state`` with its ``time`` cast to ``dtype`` (unchanged if it has none)."""
+    time = getattr(state, "time", None)
+    if time is None or jnp.result_type(time) == jnp.dtype(dtype):
+        return state
+    replace = getattr(state, "replace", None) or state._replace
+    return replace(time=jnp.asarray(time, dtype))
 
 
 #: What an object needs to be adapted as a gymnax environment.

@@ -1,0 +1,338 @@
+"""The static checks of an environment: nothing compiled, nothing run.
+
+Its declared spaces and params are read, and ``reset`` and ``step`` traced by
+``jax.eval_shape``: the observation must match the observation space (shape,
+dtype; integer dtypes where declared; a dict or tuple of spaces for pytree
+observations), the reward be ``[]`` float32, the flags ``[]`` bool, the state
+keep one type from ``reset`` to ``step`` (a ``lax.scan`` carry) and count its
+steps in an int32 ``time``, the params hold the time limit ``max_steps``, and
+nothing be float64. An action mask, ``[A]`` bool for ``Discrete(A)`` actions,
+may come as ``info["action_mask"]`` or as an observation's ``"action_mask"``
+entry.
+
+``require_static`` raises the first failure as one line: learners call it
+before compiling. ``ondevice_rl.env_checks.check_env`` reports every check.
+"""
+
+from collections.abc import Callable, Mapping
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ondevice_rl.spaces import Box, Discrete
+
+F64 = jnp.dtype(jnp.float64)
+#: JAX's errors for Python control flow or NumPy on traced values.
+TRACER_ERRORS = (
+    jax.errors.ConcretizationTypeError,
+    jax.errors.TracerBoolConversionError,
+    jax.errors.TracerIntegerConversionError,
+    jax.errors.TracerArrayConversionError,
+)
+TRACER_HINT = (
+    " (Python control flow or NumPy on a traced value: use jnp.where, "
+    "lax.cond or lax.select, and jnp instead of np)"
+)
+
+
+class CheckResult(NamedTuple):
+    """One line of a report: ``name``, whether it passed, and what was seen."""
+
+    name: str
+    ok: bool
+    detail: str
+
+
+class EnvCheckError(ValueError):
+    """An environment breaking the protocol (one-line message)."""
+
+
+class Traced(NamedTuple):
+    """What ``eval_shape`` found (``ShapeDtypeStruct`` leaves)."""
+
+    obs_space: Any
+    action_space: Discrete | Box
+    obs: Any  # reset's observation
+    state: Any  # reset's state
+    step: Any  # step's TimeStep
+
+
+def is_space(x: Any) -> bool:
+    return isinstance(x, (Box, Discrete))
+
+
+def raised(what: str, error: Exception) -> str:
+    """``"<what> raised <Error>: <first line>"`` with a hint for tracer errors."""
+    lines = str(error).strip().splitlines()
+    text = f"{what} raised {type(error).__name__}" + (f": {lines[0]}" if lines else "")
+    return text + (TRACER_HINT if isinstance(error, TRACER_ERRORS) else "")
+
+
+def leaves_with_paths(tree: Any, prefix: str) -> list[tuple[str, Any]]:
+    """``[(prefix + ".field[0]...", leaf)]``."""
+    flat, _ = jax.tree_util.tree_flatten_with_path(tree)
+    return [(prefix + jax.tree_util.keystr(path), leaf) for path, leaf in flat]
+
+
+def aval(x: Any, weak: bool = True) -> str:
+    """``float32[4]`` (`` weak`` added for Python-scalar types if ``weak``)."""
+    dtype, shape = jnp.result_type(x), np.shape(x)
+    weak = " weak" if weak and getattr(x, "weak_type", False) else ""
+    return f"{jnp.dtype(dtype).name}{list(shape)}{weak}"
+
+
+def float64_paths(tree: Any, prefix: str) -> list[str]:
+    """Paths of the float64 leaves (arrays only; Python floats are weak)."""
+    return [
+        path
+        for path, leaf in leaves_with_paths(tree, prefix)
+        if hasattr(leaf, "dtype") and jnp.dtype(leaf.dtype) == F64
+    ]
+
+
+def describe_space(space: Discrete | Box) -> str:
+    """``Discrete(6)`` or ``Box(float32[4])``."""
+    if isinstance(space, Discrete):
+        return f"Discrete({int(space.n)})"
+    return f"Box({jnp.dtype(space.dtype).name}{list(space.shape)})"
+
+
+def action_struct(space: Discrete | Box) -> jax.ShapeDtypeStruct:
+    return jax.ShapeDtypeStruct(tuple(space.shape), jnp.dtype(space.dtype))
+
+
+def obs_problem(obs: Any, space: Any, where: str) -> str | None:
+    """Why ``obs`` (arrays or ShapeDtypeStructs) does not match ``space``."""
+    spaces, tree = jax.tree.flatten(space, is_leaf=is_space)
+    try:
+        leaves = tree.flatten_up_to(obs)
+    except (ValueError, TypeError):
+        return (
+            f"{where}'s observation is {jax.tree.structure(obs)}, the observation "
+            f"space says {tree}"
+        )
+    named = leaves_with_paths(jax.tree.unflatten(tree, leaves), "obs")
+    for (path, leaf), leaf_space in zip(named, spaces, strict=True):
+        shape, dtype = tuple(np.shape(leaf)), jnp.dtype(jnp.result_type(leaf))
+        if shape != tuple(leaf_space.shape):
+            return (
+                f"{where}'s {path} has shape {list(shape)}, the observation space "
+                f"says {list(leaf_space.shape)}"
+            )
+        if dtype != jnp.dtype(leaf_space.dtype):
+            return (
+                f"{where}'s {path} is {dtype.name}, the observation space says "
+                f"{jnp.dtype(leaf_space.dtype).name}"
+            )
+    return None
+
+
+def _scalar_problem(x: Any, name: str, dtype: Any) -> str | None:
+    if tuple(np.shape(x)) != () or jnp.result_type(x) != jnp.dtype(dtype):
+        return f"step's {name} is {aval(x)}, not {jnp.dtype(dtype).name}[]"
+    return None
+
+
+def action_mask(obs: Any, info: Any) -> Any:
+    """The env's action mask (``info["action_mask"]`` or ``obs["action_mask"]``)
+    or None."""
+    if isinstance(info, Mapping) and "action_mask" in info:
+        return info["action_mask"]
+    if isinstance(obs, Mapping) and "action_mask" in obs:
+        return obs["action_mask"]
+    return None
+
+
+def _check(name: str, fn: Callable[[], str]) -> CheckResult:
+    """Runs ``fn`` (the detail of a pass; raises EnvCheckError on a failure)."""
+    try:
+        return CheckResult(name, True, fn())
+    except EnvCheckError as e:
+        return CheckResult(name, False, str(e))
+
+
+def _spaces(env: Any, params: Any) -> tuple[Any, Any, str]:
+    try:
+        obs_space = env.observation_space(params)
+        act_space = env.action_space(params)
+    except Exception as e:
+        raise EnvCheckError(raised("a space method", e)) from e
+    leaves = jax.tree.leaves(obs_space, is_leaf=is_space)
+    if not leaves or not all(is_space(s) for s in leaves):
+        raise EnvCheckError(
+            f"observation_space returned {type(obs_space).__name__}, not a Box or "
+            "Discrete (or a dict/tuple of them) from ondevice_rl.spaces"
+        )
+    if not is_space(act_space):
+        raise EnvCheckError(
+            f"action_space returned {type(act_space).__name__}, not a Box or "
+            "Discrete from ondevice_rl.spaces"
+        )
+    for what, space in [*(("observation", s) for s in leaves), ("action", act_space)]:
+        if jnp.dtype(space.dtype) == F64:
+            raise EnvCheckError(f"the {what} space is float64 (use float32)")
+    if isinstance(act_space, Discrete) and int(act_space.n) < 1:
+        raise EnvCheckError(f"action space Discrete({act_space.n}) has no action")
+    if isinstance(act_space, Box) and jnp.dtype(act_space.dtype) != jnp.float32:
+        raise EnvCheckError(f"the Box action space is {act_space.dtype}, not float32")
+    shapes = ", ".join(describe_space(s) for s in leaves)
+    return (
+        obs_space,
+        act_space,
+        f"observation {shapes}; action {describe_space(act_space)}",
+    )
+
+
+def _params(params: Any) -> str:
+    limit = getattr(params, "max_steps", None)
+    if limit is None:
+        raise EnvCheckError(
+            f"params ({type(params).__name__}) have no max_steps, the time limit"
+        )
+    if np.shape(limit) != () or not jnp.issubdtype(jnp.result_type(limit), jnp.integer):
+        raise EnvCheckError(f"params.max_steps is {aval(limit)}, not an int32 scalar")
+    if not 1 <= int(limit) < 2**31:
+        raise EnvCheckError(f"params.max_steps is {int(limit)}, not in [1, 2^31)")
+    wide = float64_paths(params, "params")
+    if wide:
+        raise EnvCheckError(f"float64 params: {', '.join(wide)} (use float32)")
+    return f"max_steps {int(limit)}, {len(jax.tree.leaves(params))} leaves"
+
+
+def _state_problem(reset_state: Any, step_state: Any) -> str | None:
+    before, after = jax.tree.structure(reset_state), jax.tree.structure(step_state)
+    if before != after:
+        return f"step's state is {after}, reset's {before}"
+    pairs = zip(
+        leaves_with_paths(reset_state, "state"),
+        jax.tree.leaves(step_state),
+        strict=True,
+    )
+    for (path, a), b in pairs:  # weak types may differ: lax.scan promotes them
+        if aval(a, weak=False) != aval(b, weak=False):
+            return (
+                f"{path} is {aval(a)} after reset but {aval(b)} after step "
+                "(a lax.scan carry keeps one type)"
+            )
+    time = getattr(reset_state, "time", None)
+    if time is None or aval(time) != "int32[]":
+        seen = "missing" if time is None else aval(time)
+        return f"state.time (int32[], steps taken this episode) is {seen}"
+    return None
+
+
+def _mask_problem(obs: Any, info: Any, act_space: Any) -> str | None:
+    mask = action_mask(obs, info)
+    if mask is None:
+        return None
+    if not isinstance(act_space, Discrete):
+        return "an action mask needs a Discrete action space"
+    if aval(mask) != f"bool[{int(act_space.n)}]":
+        return f"the action mask is {aval(mask)}, not bool[{int(act_space.n)}]"
+    return None
+
+
+def trace(env: Any, params: Any) -> Traced:
+    """``eval_shape`` of ``reset`` and of ``step`` from its state, with an
+    action of the action space's shape (EnvCheckError, one line, if either
+    raises or returns the wrong kind of thing)."""
+    obs_space, act_space, _ = _spaces(env, params)
+    key = jax.random.key(0)
+    try:
+        out = jax.eval_shape(env.reset, key, params)
+    except Exception as e:
+        raise EnvCheckError(raised("reset", e)) from e
+    if not (isinstance(out, tuple) and len(out) == 2):
+        raise EnvCheckError(f"reset returned {type(out).__name__}, not (obs, state)")
+    obs, state = out
+    action = action_struct(act_space)
+    try:
+        step = jax.eval_shape(env.step, key, state, action, params)
+    except Exception as e:
+        raise EnvCheckError(raised("step", e)) from e
+    fields = ("obs", "state", "reward", "terminated", "truncated", "info")
+    if not all(hasattr(step, f) for f in fields):
+        raise EnvCheckError(
+            f"step returned {type(step).__name__}, not a TimeStep ({', '.join(fields)})"
+        )
+    return Traced(obs_space, act_space, obs, state, step)
+
+
+def _reset(traced: Traced) -> str:
+    problem = obs_problem(traced.obs, traced.obs_space, "reset")
+    if problem:
+        raise EnvCheckError(problem)
+    return f"obs {aval_tree(traced.obs)}, state of {len(jax.tree.leaves(traced.state))}"
+
+
+def _step(traced: Traced) -> str:
+    ts = traced.step
+    problem = (
+        obs_problem(ts.obs, traced.obs_space, "step")
+        or _scalar_problem(ts.reward, "reward", jnp.float32)
+        or _scalar_problem(ts.terminated, "terminated", jnp.bool_)
+        or _scalar_problem(ts.truncated, "truncated", jnp.bool_)
+        or (None if isinstance(ts.info, Mapping) else "step's info is not a dict")
+        or _state_problem(traced.state, ts.state)
+        or _mask_problem(ts.obs, ts.info, traced.action_space)
+    )
+    if problem:
+        raise EnvCheckError(problem)
+    mask = action_mask(ts.obs, ts.info) is not None
+    return "reward float32[], flags bool[], state keeps its types" + (
+        ", action mask" if mask else ""
+    )
+
+
+def aval_tree(tree: Any) -> str:
+    leaves = jax.tree.leaves(tree)
+    if len(leaves) == 1:
+        return aval(leaves[0])
+    return (
+        "{" + ", ".join(f"{p}: {aval(x)}" for p, x in leaves_with_paths(tree, "")) + "}"
+    )
+
+
+def no_float64(traced: Traced) -> str:
+    """Raises EnvCheckError naming the float64 leaves of what ``trace`` saw."""
+    ts = traced.step
+    wide = [
+        *float64_paths(traced.obs, "reset obs"),
+        *float64_paths(traced.state, "state"),
+        *float64_paths((ts.obs, ts.reward), "step (obs, reward)"),
+        *float64_paths(ts.info, "info"),
+    ]
+    if wide:
+        raise EnvCheckError(f"float64 in {', '.join(wide)} (use float32)")
+    return "obs, state, reward, info"
+
+
+def static_checks(env: Any, params: Any) -> tuple[list[CheckResult], Traced | None]:
+    """Every static check, and what was traced (None if tracing failed)."""
+    results = [_check("spaces", lambda: _spaces(env, params)[2])]
+    results.append(_check("params", lambda: _params(params)))
+    if not all(r.ok for r in results):
+        return results, None
+    try:
+        traced = trace(env, params)
+    except EnvCheckError as e:
+        failed = "step" if str(e).startswith("step") else "reset"
+        return [*results, CheckResult(failed, False, str(e))], None
+    results.append(_check("reset", lambda: _reset(traced)))
+    results.append(_check("step", lambda: _step(traced)))
+    results.append(_check("no float64", lambda: no_float64(traced)))
+    return results, traced
+
+
+def require_static(env: Any, params: Any, name: str) -> None:
+    """Raises ``EnvCheckError`` (one line naming ``name`` and the first
+    failed check) unless every static check passes."""
+    results, _ = static_checks(env, params)
+    for result in results:
+        if not result.ok:
+            raise EnvCheckError(
+                f"environment {name}: {result.detail} "
+                f"(`ondevice-rl check-env {name}` runs every check)"
+            )
