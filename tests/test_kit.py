@@ -150,3 +150,41 @@ def test_learning_rate_schedules_count_updates(kind, expected):
     lr = learning_rate_fn(kind, jnp.float32(1.0), 4, 2)
     got = [float(lr(jnp.int32(count))) for count in (0, 1, 2, 4)]
     np.testing.assert_allclose(got, expected, rtol=1e-6)
+
+
+SURFACE = set(Trainer._fields) | {"env", "default_env_params"}
+GENERIC_ROOMS = ("run", "services", "use", "bench", "sweep", "cli")
+
+
+def test_generic_code_uses_only_the_trainer_surface():
+    """Runner, services, policy use, bench, sweeps and the CLI read no
+    learner internals: every ``trainer.<name>`` they write is on the surface."""
+    import pathlib
+    import re
+
+    root = pathlib.Path(__file__).resolve().parents[1] / "train"
+    used = {}
+    for room in GENERIC_ROOMS:
+        for path in (root / room).rglob("*.py"):
+            for name in re.findall(r"\btrainer\.(\w+)", path.read_text()):
+                used.setdefault(name, path.name)
+    assert used, "the scan found no trainer use at all"
+    assert not set(used) - SURFACE, {n: used[n] for n in set(used) - SURFACE}
+
+
+def test_package_faces():
+    import ondevice_rl
+    import ondevice_rl.train as train
+
+    assert train.__all__ == [
+        "algorithms",
+        "get_algorithm",
+        "load_recipe",
+        "resume_training",
+        "run_training",
+    ]
+    for name in train.__all__:
+        assert callable(getattr(train, name)), name
+    assert train.load_recipe("cartpole_ppo").env == "CartPole-v1"
+    for name in ("make", "load_policy", "Environment", "AutoReset", "envs"):
+        assert hasattr(ondevice_rl, name), name
