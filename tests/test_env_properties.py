@@ -1,20 +1,20 @@
-"""Properties of every registered environment (hypothesis): for random keys,
-actions and in-range params, under jit and vmap, observations are finite and
-of the declared shape and dtype, rewards finite, flags boolean; ``step``
-never resets and truncates exactly at ``max_steps``."""
+"""Properties of every registered environment (hypothesis): for random keys
+and in-range params, the checks of ``ondevice_rl.env_checks`` on one
+compiled ``jit(vmap)`` rollout — observations finite, rewards finite,
+``step`` never resets, truncation exactly at ``max_steps`` — and the static
+checks (declared shapes and dtypes) once per environment. New params never
+recompile."""
 
 import functools
 
-import jax
 import jax.numpy as jnp
-import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ondevice_rl import envs
-from ondevice_rl.ranges import NON_NEGATIVE, POSITIVE
-from ondevice_rl.spaces import Discrete
+from ondevice_rl.env_rollouts import Rollouts, rollout_checks, scaled_params
+from ondevice_rl.env_static import static_checks
 
 STEPS, BATCH = 24, 4
 
@@ -31,69 +31,19 @@ def _available():
 
 
 @functools.cache
-def _program(name):
-    """``jit(vmap(episode))``: ``STEPS`` steps from a reset, params traced."""
-    env, _ = envs.make(name)
-    space = env.action_space(env.default_params())
-
-    def random_action(key):
-        if isinstance(space, Discrete):
-            return jax.random.randint(key, (), 0, space.n)
-        low, high = jnp.asarray(space.low), jnp.asarray(space.high)
-        return jax.random.uniform(key, space.shape, minval=low, maxval=high)
-
-    def episode(key, params):
-        reset_key, key = jax.random.split(key)
-        obs, state = env.reset(reset_key, params)
-
-        def step(state, key):
-            act_key, step_key = jax.random.split(key)
-            ts = env.step(step_key, state, random_action(act_key), params)
-            # The protocol: step never resets (time counts on), and truncates
-            # exactly at the time limit.
-            time = ts.state.time
-            ok = (time == state.time + 1) & (ts.truncated == (time >= params.max_steps))
-            # Keep stepping a finished episode from a fresh reset, as a learner would.
-            done = ts.terminated | ts.truncated
-            _, fresh = env.reset(step_key, params)
-            state = jax.tree.map(lambda a, b: jnp.where(done, a, b), fresh, ts.state)
-            return state, (ts.obs, ts.reward, ts.terminated, ts.truncated, ok)
-
-        _, out = jax.lax.scan(step, state, jax.random.split(key, STEPS))
-        return obs, out
-
-    return jax.jit(jax.vmap(episode, in_axes=(0, None)))
-
-
-def _params(name, scales, limit_fraction):
-    """The defaults, positive physics scaled by ``scales`` (in [0.5, 2]), the
-    time limit cut to a fraction; checked by the env itself."""
+def _rollouts(name):
+    """The static checks once, then ``jit(vmap(episode))``, params traced."""
     env, defaults = envs.make(name)
-    if not hasattr(defaults, "_fields"):
-        return defaults
-    values = {}
-    for i, field in enumerate(defaults._fields):
-        value = getattr(defaults, field)
-        if field == "max_steps":
-            values[field] = max(1, int(int(value) * limit_fraction))
-        elif np.ndim(value) == 0 and env.PARAM_RANGES.get(field) in (
-            POSITIVE,
-            NON_NEGATIVE,
-        ):
-            values[field] = float(value) * scales[i % len(scales)]
-    checked = env.check_params(values)
-    return defaults._replace(
-        **{
-            k: jnp.asarray(v, jnp.asarray(getattr(defaults, k)).dtype)
-            for k, v in checked.items()
-        }
-    )
+    results, _ = static_checks(env, defaults)
+    assert all(r.ok for r in results), [r for r in results if not r.ok]
+    assert env.observation_space(defaults).dtype == jnp.float32  # the learners'
+    return Rollouts(env, BATCH, STEPS)
 
 
 #: Examples per environment: the native ports get the most, the 25 gymnax
 #: adapters fewer (each compiles a program of its own; their dynamics are
-#: gymnax's). brax envs compile for 25 s (inverted_pendulum) to minutes on
-#: CPU: tests/test_adapters.py steps one under jit and vmap instead.
+#: gymnax's). brax and mjx envs compile for 25 s to minutes on CPU:
+#: tests/test_env_checks.py checks them under ``slow``.
 EXAMPLES = {"gymnax/": 3}
 
 
@@ -120,17 +70,10 @@ def test_steps_are_well_formed(name):
 
 
 def _check(name, seed, scales, limit_fraction):
-    env, defaults = envs.make(name)
-    params = _params(name, scales, limit_fraction)
-    keys = jax.random.split(jax.random.key(seed), BATCH)
-    first_obs, (obs, reward, terminated, truncated, ok) = _program(name)(keys, params)
-    assert np.all(ok), "step reset by itself or truncated off the time limit"
-    space = env.observation_space(defaults)
-    assert first_obs.shape == (BATCH, *space.shape)
-    assert obs.shape == (BATCH, STEPS, *space.shape)
-    assert obs.dtype == jnp.float32 and first_obs.dtype == jnp.float32
-    assert np.all(np.isfinite(obs)) and np.all(np.isfinite(first_obs))
-    assert reward.shape == (BATCH, STEPS) and reward.dtype == jnp.float32
-    assert np.all(np.isfinite(reward))
-    assert terminated.dtype == jnp.bool_ and truncated.dtype == jnp.bool_
-    assert _program(name)._cache_size() == 1  # new params never recompile
+    rollouts = _rollouts(name)
+    params = scaled_params(
+        rollouts.env, rollouts.env.default_params(), scales, limit_fraction
+    )
+    results = rollout_checks(rollouts.run(params, seed), params)
+    assert all(r.ok for r in results), [r for r in results if not r.ok]
+    assert rollouts.program._cache_size() == 1  # new params never recompile
