@@ -18,7 +18,7 @@ from typing import Any
 import jax
 import numpy as np
 
-from ondevice_rl.env_static import CheckResult, is_space
+from ondevice_rl.env_static import CheckResult, describe_space, is_space
 from ondevice_rl.spaces import Box, Discrete
 from ondevice_rl.testing import SyncFn, check_conformance
 
@@ -39,13 +39,15 @@ def _bounds(x: Any, shape: tuple) -> np.ndarray:
 def _space_problem(ours: Any, theirs: Any, what: str) -> str | None:
     if hasattr(theirs, "n"):
         if not isinstance(ours, Discrete) or int(ours.n) != int(theirs.n):
-            return f"{what} space is {ours}, the reference's Discrete({theirs.n})"
+            mine = describe_space(ours) if is_space(ours) else type(ours).__name__
+            return f"{what} space is {mine}, the reference's Discrete({theirs.n})"
         if int(getattr(theirs, "start", 0)) != 0:
             return f"the reference's {what} space starts at {theirs.start}, ours at 0"
         return None
     shape = tuple(getattr(theirs, "shape", ()) or ())
     if not isinstance(ours, Box) or tuple(ours.shape) != shape:
-        return f"{what} space is {ours}, the reference's has shape {list(shape)}"
+        mine = describe_space(ours) if is_space(ours) else type(ours).__name__
+        return f"{what} space is {mine}, the reference's has shape {list(shape)}"
     for side in ("low", "high"):
         a, b = (
             _bounds(getattr(ours, side), shape),

@@ -7,7 +7,9 @@ import numpy as np
 import pytest
 
 from ondevice_rl import envs, make
-from ondevice_rl.spaces import Box, Discrete
+from ondevice_rl.envs.cartpole import CartPole, CartPoleState
+from ondevice_rl.reference_checks import compare_spaces, reset_distribution
+from ondevice_rl.spaces import Discrete
 
 GYM_IDS = [
     "Acrobot-v1",
@@ -120,45 +122,40 @@ def test_physics_params_are_traced():
     assert step._cache_size() == 1
 
 
-def _reset_samples(name, n=1000):
-    env, params = make(name)
-    keys = jax.random.split(jax.random.PRNGKey(0), n)
-    ours = np.asarray(jax.vmap(env.reset, in_axes=(0, None))(keys, params)[0])
-    reference = gymnasium.make(name)
-    reference.reset(seed=0)
-    theirs = np.stack([reference.reset()[0] for _ in range(n)])
-    return ours, theirs
-
-
 @pytest.mark.parametrize("name", GYM_IDS)
 def test_reset_distribution_matches_gymnasium(name):
-    """Same support and moments of the first observation (n = 1000)."""
-    ours, theirs = _reset_samples(name)
-    assert ours.shape == theirs.shape and ours.dtype == theirs.dtype
-    spread = np.maximum(theirs.max(0) - theirs.min(0), 1e-6)
-    tol = 0.05 * spread + 1e-6
-    np.testing.assert_array_less(np.abs(ours.min(0) - theirs.min(0)), tol)
-    np.testing.assert_array_less(np.abs(ours.max(0) - theirs.max(0)), tol)
-    np.testing.assert_array_less(np.abs(ours.mean(0) - theirs.mean(0)), tol)
-    np.testing.assert_array_less(np.abs(ours.std(0) - theirs.std(0)), tol)
+    """One distribution by KS and Rosenbaum's tests (n = 1000 each)."""
+    env, params = make(name)
+    result = reset_distribution(env, params, gymnasium.make(name), num_samples=1000)
+    assert result.ok, result.detail
+
+
+class WiderReset(CartPole):
+    def reset(self, key, params):
+        x = jax.random.uniform(key, (4,), jnp.float32, -0.055, 0.055)
+        state = CartPoleState(*x, jnp.int32(0))
+        return self.observe(state, params), state
+
+
+def test_a_reset_ten_percent_wider_is_caught():
+    env = WiderReset()
+    reference = gymnasium.make("CartPole-v1")
+    result = reset_distribution(env, env.default_params(), reference, num_samples=1000)
+    assert not result.ok and "different distributions" in result.detail
 
 
 @pytest.mark.parametrize("name", GYM_IDS)
 def test_spaces_match_gymnasium(name):
     env, params = make(name)
-    reference = gymnasium.make(name)
-    ours, theirs = env.action_space(params), reference.action_space
-    if isinstance(theirs, gymnasium.spaces.Discrete):
-        assert isinstance(ours, Discrete) and ours.n == theirs.n
-    else:
-        assert isinstance(ours, Box) and ours.shape == theirs.shape
-        np.testing.assert_allclose(jnp.broadcast_to(ours.low, ours.shape), theirs.low)
-        np.testing.assert_allclose(jnp.broadcast_to(ours.high, ours.shape), theirs.high)
-    obs_space, ref_obs = env.observation_space(params), reference.observation_space
-    assert obs_space.shape == ref_obs.shape
-    if name != "CartPole-v1":  # CartPole's velocity bounds are float32 max/inf
-        np.testing.assert_allclose(obs_space.low, ref_obs.low, rtol=1e-6)
-        np.testing.assert_allclose(obs_space.high, ref_obs.high, rtol=1e-6)
+    result = compare_spaces(env, params, gymnasium.make(name))
+    assert result.ok, result.detail
+
+
+def test_other_spaces_are_reported():
+    env, params = make("Acrobot-v1")
+    result = compare_spaces(env, params, gymnasium.make("CartPole-v1"))
+    assert not result.ok
+    assert result.detail == "action space is Discrete(3), the reference's Discrete(2)"
 
 
 def test_acrobot_torque_noise_uses_the_key():
