@@ -45,8 +45,9 @@ def is_entry_string(name: str) -> bool:
     return ":" in name
 
 
-def _import(entry: str) -> Any:
-    """The object ``entry`` names (EnvEntryError, one line, if it cannot)."""
+def import_entry(entry: str) -> Any:
+    """The object ``"package.module:name"`` names (EnvEntryError, one line,
+    if it cannot be imported)."""
     match = _ENTRY.match(entry.strip())
     if match is None:
         raise EnvEntryError(
@@ -58,8 +59,8 @@ def _import(entry: str) -> Any:
     except ModuleNotFoundError as e:
         if e.name is not None and (module_name + ".").startswith(e.name + "."):
             raise EnvEntryError(
-                f"cannot import module {module_name!r} for environment {entry!r}: "
-                f"no module named {e.name!r} (is its folder on PYTHONPATH?)"
+                f"cannot import {entry!r}: no module named {e.name!r} (is its "
+                "folder on PYTHONPATH?)"
             ) from e
         raise EnvEntryError(f"importing {module_name} failed: {_first_line(e)}") from e
     except Exception as e:  # the module's own code raised on import
@@ -94,7 +95,7 @@ def make_from_entry(entry: str, name: str | None = None, **kwargs: Any):
             attribute missing, factory raising, or an unusable return value.
     """
     name = name or entry
-    target = _import(entry)
+    target = import_entry(entry)
     if _is_env(target):
         made = target
     elif callable(target):

@@ -145,6 +145,11 @@ def action_mask(obs: Any, info: Any) -> Any:
     return None
 
 
+def _count(tree: Any, one: str, many: str) -> str:
+    n = len(jax.tree.leaves(tree))
+    return f"{n} {one if n == 1 else many}"
+
+
 def _check(name: str, fn: Callable[[], str]) -> CheckResult:
     """Runs ``fn`` (the detail of a pass; raises EnvCheckError on a failure)."""
     try:
@@ -198,7 +203,7 @@ def _params(params: Any) -> str:
     wide = float64_paths(params, "params")
     if wide:
         raise EnvCheckError(f"float64 params: {', '.join(wide)} (use float32)")
-    return f"max_steps {int(limit)}, {len(jax.tree.leaves(params))} leaves"
+    return f"max_steps {int(limit)}, {_count(params, 'leaf', 'leaves')}"
 
 
 def _state_problem(reset_state: Any, step_state: Any) -> str | None:
@@ -264,7 +269,8 @@ def _reset(traced: Traced) -> str:
     problem = obs_problem(traced.obs, traced.obs_space, "reset")
     if problem:
         raise EnvCheckError(problem)
-    return f"obs {aval_tree(traced.obs)}, state of {len(jax.tree.leaves(traced.state))}"
+    state = _count(traced.state, "array", "arrays")
+    return f"obs {aval_tree(traced.obs)}, state of {state}"
 
 
 def _step(traced: Traced) -> str:

@@ -1,5 +1,6 @@
 """The ``ondevice-rl`` command line: ``train``, ``algos``, ``envs``,
-``recipes``, ``sweep``, ``bench``, ``eval``, ``render``, ``plot``.
+``recipes``, ``sweep``, ``bench``, ``eval``, ``render``, ``plot``,
+``check-env``.
 
 Each subcommand lives in its own module of this package exposing
 ``add_subcommands(subparsers, algo)``; the chosen subcommand's parser sets
@@ -15,7 +16,15 @@ import ondevice_rl  # noqa: F401  (sets the XLA CPU flags before JAX starts)
 
 
 def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
-    from ondevice_rl.train.cli import bench, eval, listing, plot, sweep, train
+    from ondevice_rl.train.cli import (
+        bench,
+        check_env,
+        eval,
+        listing,
+        plot,
+        sweep,
+        train,
+    )
     from ondevice_rl.train.cli.args import chosen_algorithm, one_line_errors
 
     algo = chosen_algorithm(sys.argv[1:] if argv is None else argv)
@@ -24,7 +33,7 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
         description="Reinforcement learning fused into one compiled JAX program.",
     )
     subparsers = parser.add_subparsers(dest="command", required=True)
-    for module in (train, listing, sweep, bench, eval, plot):
+    for module in (train, listing, sweep, bench, eval, plot, check_env):
         module.add_subcommands(subparsers, algo)
     return one_line_errors(parser)  # e.g. unrecognized arguments
 
