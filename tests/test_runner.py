@@ -11,7 +11,7 @@ import pytest
 from ondevice_rl import checkpoint
 from ondevice_rl.train.ppo import PPOConfig, make_train
 from ondevice_rl.train.run.artifacts import read_metrics
-from ondevice_rl.train.run.runner import run_training, segment_plan
+from ondevice_rl.train.run.runner import run_training
 
 # 8 updates of 4 x 128 steps; 3 segments -> [3, 3, 2]. test_cli uses the same
 # config, so its compiled programs are reused within one pytest process.
@@ -29,24 +29,6 @@ def _assert_trees_equal(a, b):
     assert jax.tree.structure(a) == jax.tree.structure(b)
     for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b), strict=True):
         np.testing.assert_array_equal(_key_data(x), _key_data(y))
-
-
-@pytest.mark.parametrize(
-    "updates, segments", [(1, 20), (8, 3), (20, 20), (976, 20), (39, 20), (7, 2)]
-)
-def test_segment_plan(updates, segments):
-    plan = segment_plan(updates, segments)
-    assert sum(plan) == updates
-    assert len(plan) <= segments
-    assert len(set(plan)) <= 2
-    assert all(n == plan[0] for n in plan[:-1]) and plan[-1] <= plan[0]
-
-
-def test_segment_plan_rejects_non_positive():
-    with pytest.raises(ValueError):
-        segment_plan(0, 3)
-    with pytest.raises(ValueError):
-        segment_plan(5, 0)
 
 
 def test_segmented_run_matches_one_shot():

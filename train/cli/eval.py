@@ -11,14 +11,16 @@ import sys
 import time
 from pathlib import Path
 
+from ondevice_rl.ranges import MAX_INT
 from ondevice_rl.train.cli.args import int_arg, one_line_errors, positive_int_arg
+from ondevice_rl.train.run.checks import SEED_RANGE, RunArgError, check_seed
 
 EVAL_FILE = "eval.json"
 
 
 def _seed_arg(parser) -> None:
     parser.add_argument(
-        "--seed", type=int_arg, default=0, help="PRNG seed in [0, 2^32) (default 0)"
+        "--seed", type=int_arg, default=0, help=f"PRNG seed in {SEED_RANGE} (default 0)"
     )
 
 
@@ -89,8 +91,10 @@ def _error(command: str, message: object) -> int:
 
 
 def _check_seed(seed: int) -> None:
-    if not 0 <= seed < 2**32:
-        raise ValueError(f"--seed must be in [0, 2^32), got {seed}")
+    try:
+        check_seed(seed)
+    except RunArgError as e:
+        raise ValueError(e.worded({"seed": "--seed"})) from None
 
 
 def evaluate_run(run_dir: Path, episodes: int, deterministic: bool, seed: int):
@@ -100,7 +104,7 @@ def evaluate_run(run_dir: Path, episodes: int, deterministic: bool, seed: int):
     from ondevice_rl.evaluation import evaluate
     from ondevice_rl.train.use.policy import load_run
 
-    if episodes >= 2**31:
+    if episodes >= MAX_INT:
         raise ValueError(f"--episodes must be below 2^31, got {episodes}")
     run = load_run(run_dir)
     trainer = run.trainer

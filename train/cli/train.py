@@ -2,7 +2,8 @@
 
 ``train`` builds the chosen algorithm's config (``--algo``, default PPO, or
 the recipe's) from a recipe (optional) overridden by flags, one flag per
-config field, and runs it with ``run_training``. JAX's
+config field, and runs it with ``run_training``, which checks the run's
+arguments (its errors name the flags: ``RUN_FLAGS``). JAX's
 persistent compilation cache is switched on here, not on library import:
 ``~/.cache/ondevice_rl/jax`` unless ``ONDEVICE_RL_CACHE_DIR`` says otherwise
 (``off`` disables it).
@@ -16,11 +17,34 @@ from pathlib import Path
 from ondevice_rl.train.cli.args import (
     add_algo_argument,
     add_config_flags,
+    flag_name,
     int_arg,
     one_line_errors,
 )
 from ondevice_rl.train.kit.registry import DEFAULT, algorithms, get_algorithm
+from ondevice_rl.train.run.artifacts import (
+    CHECKPOINT_DIR,
+    CONFIG_FILE,
+    CURVE_FILE,
+    METRICS_FILE,
+)
+from ondevice_rl.train.run.checks import (
+    CHECKPOINT_SECONDS,
+    DEFAULT_EVAL_EPISODES,
+    DEFAULT_SEGMENTS,
+    SEED_RANGE,
+    RunArgError,
+)
 
+#: ``run_training``'s checked arguments as this command's flags.
+RUN_FLAGS = {
+    "seed": "--seed",
+    "num_segments": "--segments",
+    "checkpoint_every": "--checkpoint-every",
+    "eval_every": "--eval-every",
+    "eval_episodes": "--eval-episodes",
+}
+RUN_FILES = (CONFIG_FILE, METRICS_FILE, CURVE_FILE, f"{CHECKPOINT_DIR}/")
 CACHE_ENV = "ONDEVICE_RL_CACHE_DIR"
 _OFF = ("", "0", "off", "none", "false")
 
@@ -63,13 +87,13 @@ def add_subcommands(subparsers, algo: str = DEFAULT) -> None:
     add_algo_argument(train, algo)
     train.add_argument("--recipe", help="shipped recipe name or TOML file")
     train.add_argument(
-        "--seed", type=int_arg, help="PRNG seed in [0, 2^32) (default 0)"
+        "--seed", type=int_arg, help=f"PRNG seed in {SEED_RANGE} (default 0)"
     )
     train.add_argument(
         "--out",
         type=Path,
-        help="directory for config.json, metrics.jsonl, curve.png and checkpoint/ "
-        "(refused if it holds an earlier run, unless --resume or --force)",
+        help=f"directory for {', '.join(RUN_FILES)} (refused if it holds an "
+        "earlier run, unless --resume or --force)",
     )
     train.add_argument(
         "--resume",
@@ -86,7 +110,8 @@ def add_subcommands(subparsers, algo: str = DEFAULT) -> None:
         type=int_arg,
         metavar="N",
         help="updates between checkpoints (default: at segment ends, at most "
-        "every 2 minutes of training; always at the end and when stopped)",
+        f"every {CHECKPOINT_SECONDS / 60:g} minutes of training; always at the end "
+        "and when stopped)",
     )
     train.add_argument(
         "--debug", action="store_true", help="show tracebacks instead of one line"
@@ -96,7 +121,7 @@ def add_subcommands(subparsers, algo: str = DEFAULT) -> None:
         type=int_arg,
         default=None,
         metavar="N",
-        help="number of compiled segments (default 20)",
+        help=f"number of compiled segments (default {DEFAULT_SEGMENTS})",
     )
     train.add_argument("--no-progress", action="store_true", help="no progress bar")
     train.add_argument(
@@ -110,7 +135,7 @@ def add_subcommands(subparsers, algo: str = DEFAULT) -> None:
         "--eval-episodes",
         type=int_arg,
         metavar="K",
-        help="episodes per evaluation (default 10)",
+        help=f"episodes per evaluation (default {DEFAULT_EVAL_EPISODES})",
     )
     add_config_flags(train, get_algorithm(_known(algo)))
     train.set_defaults(func=_train)
@@ -126,9 +151,8 @@ def _error(command: str, message: object) -> int:
 
 def _build_config(args):
     """The chosen algorithm's config: recipe values, then flags. Raises
-    ValueError/KeyError/FileNotFoundError with one-line messages."""
-    from ondevice_rl import envs
-    from ondevice_rl.train.kit.registry import check_env
+    ValueError/KeyError/FileNotFoundError with one-line messages (the env
+    itself is checked by ``run_training``)."""
     from ondevice_rl.train.recipes.loader import config_from_dict, load_recipe
 
     algorithm = get_algorithm(args.algo)
@@ -145,21 +169,15 @@ def _build_config(args):
                 f"--algo {algorithm.name}"
             )
         base = recipe.to_dict()
-    config = config_from_dict({**base, **overrides}, algorithm, where="config")
-    if config.env not in envs.names():
-        envs.make(config.env)  # raises KeyError naming close matches
-    check_env(algorithm, config.env)
-    return config
+    return config_from_dict({**base, **overrides}, algorithm, where="config")
 
 
 def _resume_flags(args) -> dict:
     """The flags given beside ``--resume``: only ``--total-timesteps`` may
     differ from the stored run (ValueError otherwise)."""
-    from ondevice_rl.train.run.artifacts import prepare_run_dir
     from ondevice_rl.train.run.run_spec import RunSpec
 
-    prepare_run_dir(args.resume, resume=True)
-    spec = RunSpec.load(args.resume / "config.json")
+    spec = RunSpec.stored_in(args.resume)
     if args.out is not None or args.recipe is not None or args.force:
         raise ValueError("--resume takes no --out, --recipe or --force")
     if args.seed is not None and args.seed != spec.seed:
@@ -178,41 +196,19 @@ def _resume_flags(args) -> dict:
         if value is None or field.name == "total_timesteps":
             continue
         if (list(value) if isinstance(value, tuple) else value) != stored[field.name]:
-            flag = "--" + field.name.replace("_", "-")
             raise ValueError(
-                f"{flag} {value} would change the program of the run in "
-                f"{args.resume} (stored {stored[field.name]}); only "
+                f"{flag_name(field.name)} {value} would change the program of the "
+                f"run in {args.resume} (stored {stored[field.name]}); only "
                 "--total-timesteps may change on --resume"
             )
     return {"total_timesteps": args.total_timesteps}
 
 
-def _check_train_args(args) -> None:
-    if args.segments is not None and args.segments <= 0:
-        raise ValueError(f"--segments must be positive, got {args.segments}")
-    if args.seed is not None and not 0 <= args.seed < 2**32:
-        raise ValueError(f"--seed must be in [0, 2^32), got {args.seed}")
-    if args.checkpoint_every is not None and args.checkpoint_every <= 0:
-        raise ValueError(
-            f"--checkpoint-every must be positive, got {args.checkpoint_every}"
-        )
-    for flag, value in (
-        ("--eval-every", args.eval_every),
-        ("--eval-episodes", args.eval_episodes),
-    ):
-        if value is not None and not 0 < value < 2**31:
-            raise ValueError(f"{flag} must be in [1, 2^31), got {value}")
-    if args.eval_episodes is not None and args.eval_every is None and not args.resume:
-        raise ValueError("--eval-episodes needs --eval-every")
-
-
 def _train(args) -> int:
     from ondevice_rl.train.run.artifacts import RunDirError
-    from ondevice_rl.train.run.run_spec import DEFAULT_EVAL_EPISODES
     from ondevice_rl.train.run.runner import resume_training, run_training
 
     try:
-        _check_train_args(args)
         if args.resume is not None:
             kwargs = _resume_flags(args)
             run = lambda: resume_training(  # noqa: E731
@@ -225,27 +221,28 @@ def _train(args) -> int:
             config = _build_config(args)
             run = lambda: run_training(  # noqa: E731
                 config,
-                seed=args.seed or 0,
+                seed=0 if args.seed is None else args.seed,
                 out_dir=args.out,
                 num_segments=args.segments,
                 progress=not args.no_progress,
                 checkpoint_every=args.checkpoint_every,
                 force=args.force,
                 eval_every=args.eval_every,
-                eval_episodes=args.eval_episodes or DEFAULT_EVAL_EPISODES,
+                eval_episodes=args.eval_episodes,
             )
         cache = enable_compilation_cache()
         result = run()
     except (ValueError, KeyError, FileNotFoundError, RunDirError) as e:
         if args.debug:
             raise
-        return _error("train", e)
+        return _error("train", e.worded(RUN_FLAGS) if isinstance(e, RunArgError) else e)
     return _report(args, result, cache)
 
 
 def _report(args, result, cache) -> int:
     import numpy as np
 
+    from ondevice_rl.metrics import FINAL_WINDOW
     from ondevice_rl.train.kit.registry import algorithm_of
     from ondevice_rl.train.services.interrupt import EXIT_STATUS
 
@@ -270,17 +267,14 @@ def _report(args, result, cache) -> int:
     print(f"  run           {result.run_s:8.2f} s   ({result.sps:,.0f} steps/s)")
     print(
         f"  final return  {result.final_return:8.2f}   (mean of the last "
-        f"{min(updates, 10)} updates)"
+        f"{min(updates, FINAL_WINDOW)} updates)"
     )
     evals = result.metrics.get("eval_return")
     if evals is not None and np.isfinite(evals).any():
         at = int(np.flatnonzero(np.isfinite(evals))[-1])
         print(f"  eval return   {evals[at]:8.2f}   (deterministic, update {at + 1})")
     if result.out_dir is not None:
-        print(
-            f"  files         {result.out_dir}/ (config.json, metrics.jsonl, "
-            "curve.png, checkpoint/)"
-        )
+        print(f"  files         {result.out_dir}/ ({', '.join(RUN_FILES)})")
     where = result.out_dir
     if result.nonfinite:
         kept = (

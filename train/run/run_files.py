@@ -15,26 +15,36 @@ from ondevice_rl.train.services.tensorboard import TensorBoardLog
 
 class RunFiles:
     """The files of one run in ``out`` (every method a no-op if ``out`` is
-    None). ``done`` is the update the run starts (or resumes) from."""
+    None). ``done`` is the update the run starts (or resumes) from: a fresh
+    run starts an empty ``metrics.jsonl``, a resumed one keeps its first
+    ``done`` rows (``earlier``, ``name -> [done]``) and drops any later ones
+    (RunDirError if it holds fewer)."""
 
-    def __init__(self, out: Path | None, spec: Any, segments: list[int], done: int):
+    def __init__(self, out: Path | None, spec: Any, done: int):
         self.out = out
         self.per_update = spec.config.steps_per_update
         self.title = (
             f"{spec.config.env} {algorithm_of(spec.config).name.upper()}, "
             f"seed {spec.seed}"
         )
-        self.info = dict(spec.to_json(), segments=segments)
+        self.info = spec.to_json()
+        self.earlier: dict[str, np.ndarray] = {}
         self.board = None
-        if out is not None:
-            self.board = TensorBoardLog(out, self.per_update, done)
+        if out is None:
+            return
+        path = out / artifacts.METRICS_FILE
+        if done:
+            rows = artifacts.truncate_metrics(path, done)
+            self.earlier = artifacts.rows_to_metrics(rows)
+        else:
+            path.write_text("")
+        self.board = TensorBoardLog(out, self.per_update, done)
 
-    def earlier_metrics(self, done: int) -> dict[str, np.ndarray]:
-        """The metrics of updates ``1 ... done`` already in ``metrics.jsonl``."""
-        if self.out is None or not done:
-            return {}
-        rows = artifacts.read_metrics(self.out / artifacts.METRICS_FILE)
-        return artifacts.rows_to_metrics(rows)
+    def start(self, segments: list[int], done: int) -> None:
+        """``config.json`` says the run is running, from update ``done``, in
+        segments of these lengths."""
+        self.info["segments"] = segments
+        self.status(status="running", updates=done)
 
     def status(self, **fields: Any) -> None:
         """Rewrites ``config.json``: the run's spec plus ``fields``."""

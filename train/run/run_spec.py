@@ -4,21 +4,25 @@
 ``RunSpec`` holds the learner's config, its traced hyperparameters, the seed,
 env param overrides, the segment length and the periodic evaluation settings:
 enough to rebuild the exact program and continue the run from a checkpoint
-(``resume_training``).
+(``resume_training``). ``RunSpec.create`` checks a new run's arguments.
 """
 
 import json
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, NamedTuple
 
 import jax
 import numpy as np
 
-from ondevice_rl import envs
-from ondevice_rl.train.kit.registry import algorithm_of, get_algorithm
-
-#: Episodes per periodic evaluation (``--eval-episodes``) by default.
-DEFAULT_EVAL_EPISODES = 10
+from ondevice_rl.train.kit.config import hyperparams_from
+from ondevice_rl.train.kit.registry import algorithm_of, get_algorithm, trainer_for
+from ondevice_rl.train.run import artifacts
+from ondevice_rl.train.run.checks import (
+    DEFAULT_EVAL_EPISODES,
+    DEFAULT_SEGMENTS,
+    check_run_args,
+)
 
 
 def env_params_dict(env_params: Any) -> dict | None:
@@ -34,6 +38,22 @@ def env_params_dict(env_params: Any) -> dict | None:
     return {k: np.asarray(v).tolist() for k, v in items}
 
 
+def _as_hyperparams(config: Any, hyperparams: Any) -> Any:
+    """``config``'s ``Hyperparams``: its own, ``hyperparams`` (a mapping
+    overriding some of them, or a whole ``Hyperparams``), checked."""
+    fields = config.HYPERPARAMS._fields
+    if hyperparams is None:
+        return config.hyperparams
+    if isinstance(hyperparams, Mapping):
+        unknown = set(hyperparams) - set(fields)
+        if unknown:
+            raise ValueError(
+                f"unknown hyperparameters {sorted(unknown)}; valid: {', '.join(fields)}"
+            )
+        return config.replace(**hyperparams).hyperparams
+    return hyperparams_from(config.HYPERPARAMS, hyperparams)
+
+
 class RunSpec(NamedTuple):
     config: Any
     hyperparams: Any
@@ -43,11 +63,56 @@ class RunSpec(NamedTuple):
     eval_every: int | None = None  # evaluate after every N-th update (None: never)
     eval_episodes: int = DEFAULT_EVAL_EPISODES  # deterministic episodes each time
 
+    @classmethod
+    def create(
+        cls,
+        config: Any,
+        *,
+        seed: int = 0,
+        hyperparams: Any = None,
+        env_params: Any = None,
+        num_segments: int | None = None,
+        eval_every: int | None = None,
+        eval_episodes: int | None = None,
+    ) -> "RunSpec":
+        """A new run of ``config`` (``run_training``'s arguments), checked
+        before anything compiles: one-line ``ValueError`` for a bad argument,
+        hyperparameter or env param, or an action space the learner cannot
+        use; ``KeyError`` for an unknown env."""
+        check_run_args(
+            seed=seed,
+            num_segments=num_segments,
+            eval_every=eval_every,
+            eval_episodes=eval_episodes,
+        )
+        hp = _as_hyperparams(config, hyperparams)
+        env = trainer_for(config).env.unwrapped  # builds the env, once per config
+        if env_params is not None:
+            env_params = env.check_params(env_params_dict(env_params))
+        updates = config.num_updates
+        segments = min(num_segments or DEFAULT_SEGMENTS, updates)
+        return cls(
+            config,
+            hp,
+            int(seed),
+            env_params,
+            -(-updates // segments),  # at most `segments` segments
+            eval_every,
+            DEFAULT_EVAL_EPISODES if eval_episodes is None else int(eval_episodes),
+        )
+
+    @classmethod
+    def stored_in(cls, run_dir: Path) -> "RunSpec":
+        """The spec of the run in ``run_dir``, to continue it (one-line
+        ``RunDirError`` or ``ValueError`` if it is not a run)."""
+        artifacts.prepare_run_dir(run_dir, resume=True)
+        return cls.load(run_dir / artifacts.CONFIG_FILE)
+
     def env_params_tree(self) -> Any:
         """The env params the program gets (None: the env's defaults)."""
         if self.env_params is None:
             return None
-        _, defaults = envs.make(self.config.env)
+        defaults = trainer_for(self.config).default_env_params
         params = defaults._replace(**self.env_params)
         return jax.tree.map(
             lambda value, default: np.asarray(value, np.asarray(default).dtype),

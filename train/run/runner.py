@@ -1,18 +1,20 @@
 """Run one configuration of any registered learner as a few compiled
 segments, the state left on the device, nothing lost on the way.
 
-The ``U = config.num_updates`` updates run as segments of ``L`` updates
-(``segment_plan``: equal ones plus at most one shorter remainder, so at most
-two programs are compiled). Between segments the host fetches the segment's
-metrics (a few floats per update), appends them to ``metrics.jsonl``, moves
-the progress bar and, when due, writes an orbax checkpoint of the whole
-train state (params, optimiser state, env states, PRNG keys, any replay
-buffer, the update counter). Nothing calls back to the host inside the
+A run reads top to bottom: check the arguments once (``RunSpec.create``,
+``train/run/checks.py``) → plan the segments once (``train/run/plan.py``) →
+compile (``train/run/segments.py``) → loop: run a segment, write its rows,
+checkpoint when due → finish: summary, curve. Between segments the host
+fetches the segment's metrics (a few floats per update), appends them to
+``metrics.jsonl`` and TensorBoard's event files (``train/run/run_files.py``)
+and moves the progress bar. Nothing calls back to the host inside the
 compiled code.
 
-* Checkpoints: every ``checkpoint_every`` updates, or by default at the first
-  segment boundary at least ``CHECKPOINT_SECONDS`` after the previous one;
-  always at the end and when stopped. The last 3 are kept.
+* Checkpoints (orbax, the whole train state: params, optimiser state, env
+  states, PRNG keys, any replay buffer, the update counter): every
+  ``checkpoint_every`` updates, or by default at the first segment boundary
+  at least ``CHECKPOINT_SECONDS`` after the previous one; always at the end
+  and when stopped. The last ``KEEP_CHECKPOINTS`` are kept.
 * Stops: a first Ctrl-C or SIGTERM finishes the running segment, then
   checkpoints and writes everything; a second one exits at once (the last
   checkpoint stays). ``resume_training`` continues from the latest
@@ -22,76 +24,40 @@ compiled code.
   metric. The run then stops without checkpointing the bad state.
 * Periodic evaluation (``eval_every=N``): inside the segment programs, after
   every N-th update, ``eval_episodes`` deterministic episodes of the current
-  policy (``train/run/segments.py``); their mean return is the metric
-  ``eval_return`` (NaN, written null, at other updates; the NaN guard skips
-  it). Segment lengths are made multiples of N so that one program serves.
-* TensorBoard: every metric is also written as a scalar against env steps to
-  event files in ``out_dir`` as segments finish (``train/services/tensorboard.py``).
+  policy; their mean return is the metric ``eval_return`` (NaN, written
+  null, at other updates; the NaN guard skips it).
 """
 
+import contextlib
+import dataclasses
+import math
 import signal
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import jax
 import numpy as np
 
-from ondevice_rl import envs
 from ondevice_rl.checkpoint import Checkpoints
 from ondevice_rl.metrics import final_return
-from ondevice_rl.train.kit.config import hyperparams_from
 from ondevice_rl.train.kit.registry import algorithm_of
 from ondevice_rl.train.run import artifacts
+from ondevice_rl.train.run.checks import CHECKPOINT_SECONDS, check_run_args
+from ondevice_rl.train.run.plan import Segment, plan_segments
 from ondevice_rl.train.run.run_files import RunFiles
-from ondevice_rl.train.run.run_spec import (
-    DEFAULT_EVAL_EPISODES,
-    RunResult,
-    RunSpec,
-    env_params_dict,
-)
-from ondevice_rl.train.run.segments import (
-    EVAL_METRIC,
-    Evaluation,
-    compile_programs,
-    eval_key_for,
-    eval_segment_length,
-    first_nonfinite,
-    plan_of_length,
-    schedule,
-)
-from ondevice_rl.train.services.interrupt import stop_at_boundary, wait_ready
+from ondevice_rl.train.run.run_spec import RunResult, RunSpec
+from ondevice_rl.train.run.segments import EVAL_METRIC, Evaluation, compile_programs
+from ondevice_rl.train.services.interrupt import stop_at_boundary
 from ondevice_rl.train.services.memory import check_fits
 from ondevice_rl.train.services.progress import ProgressBar
 
-DEFAULT_SEGMENTS = 20
-#: Default checkpoint spacing, in seconds of training (at segment boundaries).
-CHECKPOINT_SECONDS = 120.0
 KEEP_CHECKPOINTS = 3
+STOP_MESSAGE = "stopping after this segment (again to stop now)"
 
-
-def segment_plan(num_updates: int, num_segments: int = DEFAULT_SEGMENTS) -> list[int]:
-    """Segment lengths summing to ``num_updates``: ``k`` equal ones then at most
-    one shorter remainder, at most ``num_segments`` in all."""
-    if num_updates < 1 or num_segments < 1:
-        raise ValueError("num_updates and num_segments must be positive")
-    length = -(-num_updates // min(num_segments, num_updates))  # ceil
-    return plan_of_length(num_updates, length)
-
-
-def _as_hyperparams(config, hyperparams) -> Any:
-    fields = config.HYPERPARAMS._fields
-    if hyperparams is None:
-        return config.hyperparams
-    if isinstance(hyperparams, Mapping):
-        unknown = set(hyperparams) - set(fields)
-        if unknown:
-            raise ValueError(
-                f"unknown hyperparameters {sorted(unknown)}; valid: {', '.join(fields)}"
-            )
-        return config.replace(**hyperparams).hyperparams
-    return hyperparams_from(config.HYPERPARAMS, hyperparams)
+#: ``on_segment(updates_done, env_steps, latest_episode_return)``.
+SegmentCallback = Callable[[int, int, float], None]
 
 
 def run_training(
@@ -103,17 +69,19 @@ def run_training(
     progress: bool = True,
     hyperparams: Any = None,
     env_params: Any = None,
-    on_segment: Callable[[int, int, float], None] | None = None,
+    on_segment: SegmentCallback | None = None,
     checkpoint_every: int | None = None,
     force: bool = False,
     eval_every: int | None = None,
-    eval_episodes: int = DEFAULT_EVAL_EPISODES,
+    eval_episodes: int | None = None,
 ) -> RunResult:
     """Trains ``config`` (any registered learner's) from
     ``jax.random.key(seed)``: the same numbers as ``jax.jit(make_train(config))
     (key, hp, env_params)``, in segments.
 
     Args:
+        seed: in ``[0, 2^32)``.
+        num_segments: how many segments to cut the run into (default 20).
         hyperparams: the learner's ``Hyperparams`` or a mapping overriding
             some of ``config``'s defaults.
         env_params: the env's params (default: its defaults).
@@ -128,34 +96,31 @@ def run_training(
             see the module docstring).
         eval_every: evaluate the policy after every ``eval_every``-th update
             inside the program (``metrics["eval_return"]``); None: never.
-        eval_episodes: deterministic episodes per evaluation.
+        eval_episodes: deterministic episodes per evaluation (default 10;
+            only with ``eval_every``).
 
     Raises:
-        ValueError: bad seed, hyperparameters or output directory, or a
-            state that would not fit in device memory (before compiling).
+        ValueError: one line, before compiling: a bad argument
+            (``RunArgError``), hyperparameter, env param or output directory,
+            an env the learner cannot act in, or a state that would not fit
+            in device memory.
+        KeyError: an unknown env.
     """
-    if not 0 <= seed < 2**32:
-        raise ValueError(f"seed must be in [0, 2^32), got {seed}")
-    if checkpoint_every is not None and checkpoint_every < 1:
-        raise ValueError(f"checkpoint_every must be >= 1, got {checkpoint_every}")
-    for name, value in (("eval_every", eval_every), ("eval_episodes", eval_episodes)):
-        if value is not None and not 1 <= value < 2**31:
-            raise ValueError(f"{name} must be in [1, 2^31), got {value}")
-    hp = _as_hyperparams(config, hyperparams)
-    if env_params is not None:
-        env, _ = envs.make(config.env)
-        env_params = env.check_params(env_params_dict(env_params))
-    plan = segment_plan(config.num_updates, num_segments or DEFAULT_SEGMENTS)
-    length = plan[0]
-    if eval_every is not None:
-        length = eval_segment_length(length, eval_every, config.num_updates)
-    spec = RunSpec(config, hp, seed, env_params, length, eval_every, int(eval_episodes))
+    check_run_args(checkpoint_every=checkpoint_every)
+    spec = RunSpec.create(
+        config,
+        seed=seed,
+        hyperparams=hyperparams,
+        env_params=env_params,
+        num_segments=num_segments,
+        eval_every=eval_every,
+        eval_episodes=eval_episodes,
+    )
     check_fits(config)
     out = Path(out_dir) if out_dir is not None else None
     if out is not None:
         artifacts.prepare_run_dir(out, force=force)
-        (out / artifacts.METRICS_FILE).write_text("")
-    return _train(spec, out, 0, progress, on_segment, checkpoint_every)
+    return _train(spec, out, False, progress, on_segment, checkpoint_every)
 
 
 def resume_training(
@@ -163,132 +128,180 @@ def resume_training(
     *,
     total_timesteps: int | None = None,
     progress: bool = True,
-    on_segment: Callable[[int, int, float], None] | None = None,
+    on_segment: SegmentCallback | None = None,
     checkpoint_every: int | None = None,
 ) -> RunResult:
     """Continues the run in ``out_dir`` from its latest checkpoint with the
     config, hyperparameters, seed and env params stored there;
     ``total_timesteps`` may extend it (never shorten it)."""
+    check_run_args(checkpoint_every=checkpoint_every)
     out = Path(out_dir)
-    artifacts.prepare_run_dir(out, resume=True)
-    spec = RunSpec.load(out / artifacts.CONFIG_FILE)
+    spec = RunSpec.stored_in(out)
     if total_timesteps is not None:
         spec = spec.extended(total_timesteps)
-    with Checkpoints(out / artifacts.CHECKPOINT_DIR) as checkpoints:
-        done = checkpoints.latest() or 0
-    artifacts.truncate_metrics(out / artifacts.METRICS_FILE, done)
-    return _train(spec, out, done, progress, on_segment, checkpoint_every)
+    return _train(spec, out, True, progress, on_segment, checkpoint_every)
 
 
-def _train(spec, out, done, progress, on_segment, checkpoint_every) -> RunResult:
-    config, hp, seed = spec.config, spec.hyperparams, spec.seed
-    resumed_from = done
-    env_params = spec.env_params_tree()
-    total = config.num_updates
-    per_update = config.steps_per_update
-    every = spec.eval_every
-    plan = schedule(done, total, spec.segment_length, every)
-    evaluation = None if every is None else Evaluation(every, spec.eval_episodes)
-    key = jax.random.key(seed)
-    eval_key = eval_key_for(key)
+@dataclasses.dataclass
+class _Run:
+    """One call's host-side bookkeeping, filled in as the run goes."""
+
+    spec: RunSpec
+    plan: list[Segment]  # the segments still to run
+    files: RunFiles
+    checkpoints: Checkpoints | None
+    bar: ProgressBar
+    done: int  # updates completed
+    resumed_from: int
+    programs: Any = None
+    state: Any = None
+    compile_s: float = 0.0
+    run_s: float = 0.0
+    chunks: list[dict[str, np.ndarray]] = dataclasses.field(default_factory=list)
+    saved: int | None = None  # the update of the last checkpoint written
+    stopped: int | None = None  # the signal that stopped the run
+    nonfinite: str | None = None
+
+
+def _train(spec, out, resume, progress, on_segment, checkpoint_every) -> RunResult:
+    """Sets up, compiles, loops over the segments, finishes."""
+    checkpoints = None
+    if out is not None:
+        checkpoints = Checkpoints(out / artifacts.CHECKPOINT_DIR, KEEP_CHECKPOINTS)
+    with checkpoints or contextlib.nullcontext():
+        run = _setup(spec, out, checkpoints, resume, progress)
+        notify = lambda message: run.bar.log(message, True)  # noqa: E731
+        with run.bar, stop_at_boundary(notify, STOP_MESSAGE) as stop:
+            _compile(run)
+            _loop(run, stop, on_segment, checkpoint_every)
+    return _finish(run)
+
+
+def _setup(spec, out, checkpoints, resume, progress) -> _Run:
+    """Plans the segments (from the latest checkpoint when resuming) and
+    opens the run's files and progress bar; nothing compiled yet."""
+    config = spec.config
+    done = (checkpoints.latest() or 0) if resume else 0
+    files = RunFiles(out, spec, done)
+    plan = plan_segments(config.num_updates, spec.segment_length, spec.eval_every, done)
+    files.start([s.length for s in plan], done)
     label = f"{config.env} {algorithm_of(config).name}"
-    bar = ProgressBar(total * per_update, label, enabled=progress)
-    checkpoints = (
-        Checkpoints(out / artifacts.CHECKPOINT_DIR, KEEP_CHECKPOINTS) if out else None
+    steps = config.num_updates * config.steps_per_update
+    bar = ProgressBar(steps, label, enabled=progress)
+    return _Run(spec, plan, files, checkpoints, bar, done, done)
+
+
+def _compile(run: _Run) -> None:
+    """Compiles (or takes from the cache) the plan's programs; the state
+    they start from, restored from the checkpoint when resuming."""
+    spec = run.spec
+    shapes = sorted({s.program for s in run.plan})
+    evaluation = None
+    if spec.eval_every is not None:
+        evaluation = Evaluation(spec.eval_every, spec.eval_episodes)
+    run.bar.log(f"compiling {len(shapes)} segment program(s)...")
+    key = jax.random.key(spec.seed)
+    run.programs, run.compile_s = compile_programs(
+        spec.config, key, spec.hyperparams, spec.env_params_tree(), shapes, evaluation
     )
-    segments = [n for n, _ in schedule(0, total, spec.segment_length, every)]
-    files = RunFiles(out, spec, segments, done)
-    earlier = files.earlier_metrics(done)
-    files.status(status="running", updates=done)
-    chunks, state, stopped, nonfinite, saved = [], None, None, None, None
-    message = "stopping after this segment (again to stop now)"
-    with bar, stop_at_boundary(lambda m: bar.log(m, True), message) as stop:
-        bar.log(f"compiling {len(set(plan)) or 0} segment program(s)...")
-        programs, compile_s = compile_programs(
-            config, key, hp, env_params, plan or [(1, 0)], evaluation
-        )
-        bar.log(f"compiled in {compile_s:.1f} s")
-        start = last_save = time.perf_counter()
-        state = programs.init(key, hp, env_params)
-        if done:
-            state = checkpoints.restore(done, state)
-            bar.log(f"resumed from update {done}")
-        bar.update(done * per_update, float("nan"), 0.0)
-        try:
-            for length, phase in plan:
-                if stop():
-                    break
-                extra = () if evaluation is None else (np.int32(done), eval_key)
-                program = programs.segments[(length, phase)]
-                state, seg, params_ok = program(state, hp, env_params, *extra)
-                seg, params_ok = jax.device_get(wait_ready((seg, params_ok)))
-                nonfinite = first_nonfinite(seg, bool(params_ok), done)
-                chunks.append(seg)
-                files.append(seg, done)
-                for i in np.flatnonzero(np.isfinite(seg.get(EVAL_METRIC, []))):
-                    value = seg[EVAL_METRIC][i]
-                    bar.log(f"update {done + i + 1}: eval return {value:.2f}")
-                done += length
-                if nonfinite:
-                    bar.log(f"stopping: {nonfinite}", True)
-                    break
-                latest = float(seg["episode_return"][-1])
-                bar.update(done * per_update, latest, time.perf_counter() - start)
-                due = (
-                    done // checkpoint_every > (done - length) // checkpoint_every
-                    if checkpoint_every
-                    else time.perf_counter() - last_save >= CHECKPOINT_SECONDS
-                )
-                if checkpoints is not None and (due or done == total or stop()):
-                    checkpoints.save(done, state)
-                    saved, last_save = done, time.perf_counter()
-                if on_segment is not None:
-                    on_segment(done, done * per_update, latest)
-        except KeyboardInterrupt:
-            stop.signal = stop.signal or signal.SIGINT
-        stopped = stop.signal
-        if checkpoints is not None and chunks and not nonfinite and saved != done:
-            checkpoints.save(done, state)  # stopped from on_segment
-            saved = done
-        run_s = time.perf_counter() - start
-    if checkpoints is not None:
-        checkpoints.__exit__()
-    names = chunks[0] if chunks else earlier
+    run.bar.log(f"compiled in {run.compile_s:.1f} s")
+    run.state = run.programs.initial_state()
+    if run.done:
+        run.state = run.checkpoints.restore(run.done, run.state)
+        run.bar.log(f"resumed from update {run.done}")
+
+
+def _loop(run: _Run, stop, on_segment, checkpoint_every) -> None:
+    """Runs the planned segments; after each: its rows, the progress bar, a
+    checkpoint when due, ``on_segment``. Stops early on a stop request or a
+    non-finite value."""
+    per_update = run.spec.config.steps_per_update
+    start = last_save = time.perf_counter()
+    run.bar.update(run.done * per_update, math.nan, 0.0)
+    try:
+        for segment in run.plan:
+            if stop():
+                break
+            run.state, metrics, run.nonfinite = run.programs.run(run.state, segment)
+            _record(run, metrics, segment)
+            if run.nonfinite:
+                run.bar.log(f"stopping: {run.nonfinite}", True)
+                break
+            latest = float(metrics["episode_return"][-1])
+            run.bar.update(run.done * per_update, latest, time.perf_counter() - start)
+            if checkpoint_every:
+                due = run.done // checkpoint_every > segment.start // checkpoint_every
+            else:
+                due = time.perf_counter() - last_save >= CHECKPOINT_SECONDS
+            if due or run.done == run.spec.config.num_updates or stop():
+                _save(run)
+                last_save = time.perf_counter()
+            if on_segment is not None:
+                on_segment(run.done, run.done * per_update, latest)
+    except KeyboardInterrupt:
+        stop.signal = stop.signal or signal.SIGINT
+    run.stopped = stop.signal
+    if run.chunks and not run.nonfinite and run.saved != run.done:
+        _save(run)  # stopped from on_segment
+    run.run_s = time.perf_counter() - start
+
+
+def _record(run: _Run, metrics: dict[str, np.ndarray], segment: Segment) -> None:
+    """A finished segment's ``[n]`` metrics: kept, written, evaluations told."""
+    run.chunks.append(metrics)
+    run.files.append(metrics, segment.start)
+    run.done = segment.start + segment.length
+    evals = metrics.get(EVAL_METRIC, [])
+    for i in np.flatnonzero(np.isfinite(evals)):
+        run.bar.log(f"update {segment.start + i + 1}: eval return {evals[i]:.2f}")
+
+
+def _save(run: _Run) -> None:
+    if run.checkpoints is not None:
+        run.checkpoints.save(run.done, run.state)
+        run.saved = run.done
+
+
+def _finish(run: _Run) -> RunResult:
+    """Every update's metrics (earlier ones too when resumed), the summary
+    in ``config.json``, the curve; the result."""
+    config, per_update = run.spec.config, run.spec.config.steps_per_update
+    earlier = run.files.earlier
+    names = run.chunks[0] if run.chunks else earlier
+    empty = np.zeros(0, np.float32)
     metrics = {
-        k: np.concatenate(
-            [earlier.get(k, np.zeros(0, np.float32))] + [c[k] for c in chunks]
-        )
+        k: np.concatenate([earlier.get(k, empty)] + [c[k] for c in run.chunks])
         for k in names
     }
-    this_run = sum(len(c["episode_return"]) for c in chunks) * per_update
-    returns = metrics.get("episode_return", np.zeros(0, np.float32))
+    this_run = sum(len(c["episode_return"]) for c in run.chunks) * per_update
+    returns = metrics.get("episode_return", empty)
     result = RunResult(
         metrics=metrics,
         final_return=final_return(returns),
-        compile_s=compile_s,
-        run_s=run_s,
-        sps=this_run / run_s if run_s > 0 else 0.0,
+        compile_s=run.compile_s,
+        run_s=run.run_s,
+        sps=this_run / run.run_s if run.run_s > 0 else 0.0,
         env_steps=len(returns) * per_update,
-        out_dir=out,
-        state=state,
-        interrupted=stopped is not None,
-        stop_signal=stopped,
-        nonfinite=nonfinite,
-        resumed_from=resumed_from,
-        checkpoint=saved,
+        out_dir=run.files.out,
+        state=run.state,
+        interrupted=run.stopped is not None,
+        stop_signal=run.stopped,
+        nonfinite=run.nonfinite,
+        resumed_from=run.resumed_from,
+        checkpoint=run.saved,
         config=config,
     )
-    status = "failed" if nonfinite else "interrupted" if stopped else "finished"
-    files.finish(
+    failed, stopped = run.nonfinite, run.stopped
+    run.files.finish(
         metrics,
-        status=status,
+        status="failed" if failed else "interrupted" if stopped else "finished",
         updates=len(returns),
         env_steps=result.env_steps,
-        compile_s=compile_s,
-        run_s=run_s,
+        compile_s=result.compile_s,
+        run_s=result.run_s,
         sps=result.sps,
         final_return=result.final_return,
-        checkpoint=saved,
-        nonfinite=nonfinite,
+        checkpoint=result.checkpoint,
+        nonfinite=result.nonfinite,
     )
     return result

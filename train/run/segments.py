@@ -1,23 +1,25 @@
-"""A configuration's compiled pieces for a segmented run.
+"""A run's compiled programs, bound to its inputs.
 
-``init(key, hp, env_params) -> state`` and, per segment ``(n, phase)``,
+``compile_programs`` gives ``Programs``: ``init(key, hp, env_params) ->
+state`` and, per segment shape ``(n, phase)`` (``train/run/plan.py``),
 ``segment(state, hp, env_params[, start, eval_key]) -> (state, metrics [n],
-params_finite)``: ``n`` updates of the algorithm's ``run``, then whether every
-parameter is still finite (the NaN guard's in-program half; metrics carry the
-rest). The state is donated from segment to segment. Programs come from the
-process's one cache (``train/services/programs.py``), so a second run of the same
-config, or a resumed one, compiles nothing.
+params_finite)``: ``n`` updates of the learner's ``run``, then whether every
+parameter is still finite (the NaN guard's in-program half; metrics carry
+the rest). ``Programs.run(state, segment)`` runs one segment and hands back
+its metrics on the host with the NaN guard's verdict. The state is donated
+from segment to segment. Programs come from the process's one cache
+(``train/services/programs.py``), so a second run of the same config, or a
+resumed one, compiles nothing.
 
 Periodic evaluation (``Evaluation(every=N, episodes=K)``): the segment runs
 its updates in blocks that end where the absolute update count ``start + j``
-is a multiple of ``N`` (``phase = start % N``, static; the runner picks
-segment lengths that are multiples of ``N``, so ``phase`` is 0 but after a
-resume that extends a run) and after each block evaluates the current params
-on ``K`` deterministic episodes (``ondevice_rl/evaluation.py``, inside the program:
-no host callback). ``metrics["eval_return"]`` ``[n]`` holds their mean return
-at those updates and NaN elsewhere. Evaluation keys are
-``fold_in(eval_key, update)``: the training stream is untouched and the
-numbers do not depend on how the run is cut into segments.
+is a multiple of ``N`` (``phase = start % N``, static) and after each block
+evaluates the current params on ``K`` deterministic episodes
+(``ondevice_rl/evaluation.py``, inside the program: no host callback).
+``metrics["eval_return"]`` ``[n]`` holds their mean return at those updates
+and NaN elsewhere. Evaluation keys are ``fold_in(eval_key, update)``: the
+training stream is untouched and the numbers do not depend on how the run is
+cut into segments.
 """
 
 import time
@@ -30,6 +32,8 @@ import numpy as np
 from ondevice_rl.evaluation import evaluate
 from ondevice_rl.train.kit.registry import trainer_for
 from ondevice_rl.train.kit.state import policy_params
+from ondevice_rl.train.run.plan import Segment, eval_updates
+from ondevice_rl.train.services.interrupt import wait_ready
 from ondevice_rl.train.services.programs import PROGRAMS, avals
 
 EVAL_METRIC = "eval_return"
@@ -43,9 +47,29 @@ class Evaluation(NamedTuple):
 
 
 class Programs(NamedTuple):
-    trainer: Any
     init: Any  # compiled init(key, hp, env_params)
     segments: dict[tuple[int, int], Any]  # (length, phase) -> compiled segment
+    key: Any  # the inputs they were compiled for
+    hp: Any
+    env_params: Any
+    eval_key: Any  # None without periodic evaluation
+
+    def initial_state(self) -> Any:
+        """The train state before the first update."""
+        return self.init(self.key, self.hp, self.env_params)
+
+    def run(self, state: Any, segment: Segment) -> tuple[Any, dict, str | None]:
+        """Runs ``segment`` from ``state``: ``(state, metrics, nonfinite)``,
+        the metrics ``[n]`` on the host once ready (waiting in short sleeps,
+        so a second Ctrl-C acts at once), ``nonfinite`` the NaN guard's
+        finding (``first_nonfinite``) or None."""
+        program = self.segments[segment.program]
+        extra = ()
+        if self.eval_key is not None:
+            extra = (np.int32(segment.start), self.eval_key)
+        state, metrics, params_ok = program(state, self.hp, self.env_params, *extra)
+        metrics, params_ok = jax.device_get(wait_ready((metrics, params_ok)))
+        return state, metrics, first_nonfinite(metrics, bool(params_ok), segment.start)
 
 
 def eval_key_for(key: jax.Array) -> jax.Array:
@@ -61,47 +85,6 @@ def all_finite(tree: Any) -> jax.Array:
         if jnp.issubdtype(x.dtype, jnp.floating)
     ]
     return jnp.all(jnp.stack(leaves)) if leaves else jnp.bool_(True)
-
-
-def eval_updates(length: int, phase: int, every: int) -> list[int]:
-    """0-based indices, within a segment of ``length`` updates starting at an
-    update count ``≡ phase (mod every)``, of the updates followed by an
-    evaluation."""
-    first = every - phase  # updates until the count is a multiple of `every`
-    return list(range(first - 1, length, every))
-
-
-def plan_of_length(num_updates: int, length: int) -> list[int]:
-    """``num_updates`` as segments of ``length``, then any remainder."""
-    full, rest = divmod(num_updates, length)
-    return [length] * full + ([rest] if rest else [])
-
-
-def eval_segment_length(length: int, eval_every: int, num_updates: int) -> int:
-    """``length`` rounded up to a multiple of ``eval_every`` (evaluations then
-    land at the same place in every segment: one program), unless no
-    evaluation falls within the run."""
-    if eval_every > num_updates:
-        return length
-    return eval_every * -(-length // eval_every)
-
-
-def schedule(
-    done: int, total: int, length: int, every: int | None
-) -> list[tuple[int, int]]:
-    """``(length, phase)`` of the segments from update ``done`` to ``total``;
-    ``phase`` is 0 unless an evaluation falls in a segment off its alignment
-    (after a resume that extended a run)."""
-    if every is not None:
-        length = eval_segment_length(length, every, total)
-    plan = []
-    for n in plan_of_length(total - done, length) if total > done else []:
-        phase = done % every if every is not None else 0
-        if every is not None and not eval_updates(n, phase, every):
-            phase = 0  # no evaluation in it: the same program as any phase
-        plan.append((n, phase))
-        done += n
-    return plan
 
 
 def _segment_fn(trainer: Any, evaluation: Evaluation | None):
@@ -197,7 +180,8 @@ def compile_programs(
     evaluation: Evaluation | None = None,
 ) -> tuple[Programs, float]:
     """Compiles (or takes from the cache) ``init`` and one segment per
-    ``(length, phase)`` of ``plan``; returns them and the seconds it took."""
+    ``(length, phase)`` of ``plan``; returns them, bound to these inputs, and
+    the seconds it took."""
     signature = avals((key, hp, env_params))
     trainer = trainer_for(config)
     start = time.perf_counter()
@@ -226,7 +210,9 @@ def compile_programs(
         (n, p): PROGRAMS.get(cache_key(n, p), build_segment(n, p))
         for n, p in sorted(set(plan))
     }
-    return Programs(trainer, init, segments), time.perf_counter() - start
+    eval_key = None if evaluation is None else eval_key_for(key)
+    programs = Programs(init, segments, key, hp, env_params, eval_key)
+    return programs, time.perf_counter() - start
 
 
 def first_nonfinite(metrics: dict, params_ok: bool, done: int) -> str | None:
