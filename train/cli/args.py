@@ -87,8 +87,10 @@ def chosen_algorithm(argv: list[str]) -> str:
         import json
         from pathlib import Path
 
+        from ondevice_rl.train.run.artifacts import CONFIG_FILE
+
         try:
-            info = json.loads((Path(known.resume) / "config.json").read_text())
+            info = json.loads((Path(known.resume) / CONFIG_FILE).read_text())
             return str(info.get("algo", DEFAULT))
         except (OSError, ValueError):
             return DEFAULT
