@@ -30,7 +30,6 @@ from ondevice_rl.train.sweep import (
     run_plan,
     run_sweep,
     scores,
-    trace_count,
 )
 
 FAST = {"xla_backend_optimization_level": 0}
@@ -49,6 +48,33 @@ CLI_TINY = [
     "--update-epochs", "1", "--num-minibatches", "1", "--hidden", "8",
     "--no-progress",
 ]  # fmt: skip
+
+
+TRACES = []  # static configs, one per trace of a population program
+
+
+def trace_count() -> int:
+    return len(TRACES)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def count_traces():
+    """Counts traces of population programs, in or out of the program cache:
+    a Python side effect in the function ``compile_program`` traces."""
+    member_program = program.member_program
+
+    def counted(config):
+        member = member_program(config)
+
+        def traced(*args):
+            TRACES.append(config)
+            return member(*args)
+
+        return traced
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(program, "member_program", counted)
+        yield
 
 
 @pytest.fixture(scope="module", autouse=True)

@@ -36,10 +36,8 @@ from ondevice_rl.train.sweep.program import (
     program_config,
     reusable_program,
     stack_inputs,
-    trace_count,
 )
 from ondevice_rl.train.sweep.results import (
-    SCORE_FIELDS,
     GroupInfo,
     SettingSummary,
     SweepResult,
@@ -59,7 +57,6 @@ from ondevice_rl.train.sweep.space import (
 
 __all__ = [
     "DEFAULT_CACHE",
-    "SCORE_FIELDS",
     "ChunkPlan",
     "GroupInfo",
     "LogUniform",
@@ -87,5 +84,4 @@ __all__ = [
     "run_sweep",
     "scores",
     "stack_inputs",
-    "trace_count",
 ]

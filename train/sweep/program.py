@@ -17,22 +17,14 @@ import jax
 import numpy as np
 from jax.sharding import Mesh
 
-from ondevice_rl import envs
 from ondevice_rl.sharding import (
     leading_axis_sharding,
     shard_leading,
     to_host,
 )
-from ondevice_rl.train.kit.registry import algorithm_of
+from ondevice_rl.train.kit.registry import algorithm_of, trainer_for
 from ondevice_rl.train.services.programs import PROGRAMS, ProgramCache
 from ondevice_rl.train.sweep.space import Member
-
-_TRACES = 0
-
-
-def trace_count() -> int:
-    """How many times a population program has been traced in this process."""
-    return _TRACES
 
 
 class PopulationInputs(NamedTuple):
@@ -86,8 +78,6 @@ def member_program(config: Any):
     train = algorithm_of(config).make_train(config)
 
     def member(seed, hp, env_params):
-        global _TRACES
-        _TRACES += 1  # Python side effect: runs once per trace, never on device
         return train(jax.random.key(seed), hp, env_params).metrics
 
     return member
@@ -137,7 +127,7 @@ def compile_program(
     ``compiler_options`` go to XLA (see ``ProgramCache``).
     """
     config = program_config(config)
-    _, default_env_params = envs.make(config.env)
+    default_env_params = trainer_for(config).default_env_params
     sharding = leading_axis_sharding(mesh)
     template = stack_inputs(
         [Member(0, 0, 0, config, ())] * chunk_size, default_env_params

@@ -25,8 +25,6 @@ import numpy as np
 from ondevice_rl.metrics import final_return
 from ondevice_rl.train.sweep.space import Member, SweepPlan
 
-SCORE_FIELDS = ("final_return", "last10_return", "auc")
-
 
 def scores(returns: np.ndarray) -> dict[str, float]:
     """``final_return``, ``last10_return``, ``auc`` of a ``[U]`` return curve."""

@@ -16,9 +16,9 @@ from typing import Any
 import jax
 from jax.sharding import Mesh
 
-from ondevice_rl import envs
 from ondevice_rl.distributed import min_bytes_over_processes
 from ondevice_rl.sharding import make_mesh, mesh_size, pad_leading, padded_size
+from ondevice_rl.train.kit.registry import trainer_for
 from ondevice_rl.train.services.interrupt import stop_at_boundary
 from ondevice_rl.train.services.memory import max_chunk_for, memory_budget, plan_chunks
 from ondevice_rl.train.services.programs import ProgramCache
@@ -117,7 +117,8 @@ def run_plan(
                     )
                 )
                 result.programs_compiled = cache.compiles - compiles_before
-                inputs = stack_inputs(members, envs.make(config.env)[1])
+                defaults = trainer_for(config).default_env_params
+                inputs = stack_inputs(members, defaults)
                 for c in range(num_chunks):
                     if stop():
                         raise KeyboardInterrupt

@@ -29,6 +29,7 @@ import numpy as np
 from ondevice_rl import envs
 from ondevice_rl.networks import ACTIVATIONS
 from ondevice_rl.train.kit.registry import algorithm_of
+from ondevice_rl.train.run.checks import SEED_BOUND, SEED_RANGE
 
 
 class SweepSpecError(ValueError):
@@ -149,7 +150,10 @@ def _check_dist_bounds(ranges, name: str, dist: Distribution) -> None:
 
 def env_param_fields(env_name: str) -> dict[str, np.dtype]:
     """Sweepable scalar leaves of an env's params: ``{name: dtype}``."""
-    _, params = envs.make(env_name)
+    return _scalar_fields(envs.make(env_name)[1])
+
+
+def _scalar_fields(params: Any) -> dict[str, np.dtype]:
     if not hasattr(params, "_fields"):
         return {}
     return {
@@ -177,8 +181,8 @@ def _seed_list(seeds: int | Sequence[int]) -> tuple[int, ...]:
         raise SweepSpecError("empty list of seeds")
     if len(set(seeds)) != len(seeds):
         raise SweepSpecError(f"repeated seeds in {list(seeds)}")
-    if not all(0 <= s < 2**32 for s in seeds):
-        raise SweepSpecError(f"seeds must be in [0, 2^32), got {list(seeds)}")
+    if not all(0 <= s < SEED_BOUND for s in seeds):
+        raise SweepSpecError(f"seeds must be in {SEED_RANGE}, got {list(seeds)}")
     return seeds
 
 
@@ -216,10 +220,10 @@ def build_plan(
         if name not in known:
             raise _unknown("field", name, known)
     try:
-        env_fields = env_param_fields(config.env)
+        env, env_defaults = envs.make(config.env)  # its name checked here
     except KeyError as err:
         raise SweepSpecError(err.args[0]) from None
-    env, _ = envs.make(config.env)
+    env_fields = _scalar_fields(env_defaults)
     for name in env_search:
         if name not in env_fields:
             raise _unknown(f"{config.env} env param", name, tuple(env_fields))
