@@ -113,11 +113,6 @@ def shard_leading(tree: Any, mesh: Mesh, axis_name: str | None = None) -> Any:
     return put_sharded(tree, leading_axis_sharding(mesh, axis_name))
 
 
-def replicate(tree: Any, mesh: Mesh) -> Any:
-    """Puts host leaves on every device of ``mesh``."""
-    return put_sharded(tree, replicated_sharding(mesh))
-
-
 def to_host(tree: Any) -> Any:
     """Global ``jax.Array`` leaves → numpy arrays holding the full global value.
 

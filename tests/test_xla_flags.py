@@ -147,7 +147,9 @@ def test_vmapped_init_runs_one_unbatched_qr_per_member_with_flax_numbers():
 TWO_DEVICE_SCRIPT = """
     import jax, numpy as np
     import ondevice_rl
-    from ondevice_rl.sharding import make_mesh, shard_leading, replicate
+    from ondevice_rl.sharding import (
+        make_mesh, put_sharded, replicated_sharding, shard_leading,
+    )
     from ondevice_rl.train import ppo
     assert jax.device_count() == 2, jax.devices()
     config = ppo.PPOConfig(total_timesteps=8192)
@@ -155,7 +157,8 @@ TWO_DEVICE_SCRIPT = """
     hp = jax.device_get(config.hyperparams)
     train = jax.jit(jax.vmap(ppo.make_train(config), in_axes=(0, None)))
     mesh = make_mesh()
-    split_keys, split_hp = shard_leading(keys, mesh), replicate(hp, mesh)
+    split_keys = shard_leading(keys, mesh)
+    split_hp = put_sharded(hp, replicated_sharding(mesh))
     first = jax.device_get(train(split_keys, split_hp))
     for i in range(3):
         split = jax.block_until_ready(train(split_keys, split_hp))
