@@ -16,8 +16,10 @@ cut short, and a fence that cannot run here says why in its info string
   first on ``PATH`` (``ondevice-rl``), the suite's ``JAX_PLATFORMS`` and
   ``XLA_FLAGS``, and one compilation cache shared by the shell fences.
 * Training is cut short: ``--total-timesteps N`` and ``total_timesteps=N``
-  become ``N // 25`` (at least 2048), which keeps their order (a resume that
-  extends a run still extends it) and leaves each learner a few updates.
+  become ``N // 100`` (at least 4096), which keeps their order above 409,600
+  (a resume that extends a run still extends it) and leaves each learner a
+  few updates: compiling, not running, is what a snippet costs, so the
+  pages pick step counts whose cut runs plan one segment program.
 """
 
 import ast
@@ -36,7 +38,7 @@ PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 PYTHON = {"python", "py"}
 SHELL = {"bash", "sh", "shell"}
 MAX_SKIPPED = 5
-SCALE, FLOOR = 25, 2048  # total timesteps N -> max(N // SCALE, FLOOR)
+SCALE, FLOOR = 100, 4096  # total timesteps N -> max(N // SCALE, FLOOR)
 
 OPENING = re.compile(r"^(?P<indent> *)(?P<fence>`{3,}|~{3,})(?P<info>[^`]*)$")
 SKIP = re.compile(r'skip="(?P<reason>[^"]*)"')
@@ -122,9 +124,9 @@ def test_the_collector_and_the_cut():
         (9, 'bash {skip="no GPU"}', "make train\n"),
     ]
     assert shortened("run --total-timesteps 500000 and total_timesteps=1_000_000") == (
-        "run --total-timesteps 20000 and total_timesteps=40000"
+        "run --total-timesteps 5000 and total_timesteps=10000"
     )
-    assert shortened("--total-timesteps 4096") == "--total-timesteps 2048"
+    assert shortened("--total-timesteps 100000") == "--total-timesteps 4096"
 
 
 @pytest.fixture(scope="session")
