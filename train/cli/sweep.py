@@ -163,11 +163,9 @@ def _request(args, spec) -> dict:
 
 
 def _plan(request: dict):
-    from ondevice_rl.train.kit.registry import check_env
     from ondevice_rl.train.sweep import build_plan
 
     algorithm = get_algorithm(request["algo"])
-    check_env(algorithm, request["env"])
     return build_plan(
         algorithm.config(env=request["env"]),
         request["seeds"],

@@ -28,7 +28,7 @@ import numpy as np
 
 from ondevice_rl import envs
 from ondevice_rl.networks import ACTIVATIONS
-from ondevice_rl.train.kit.registry import algorithm_of
+from ondevice_rl.train.kit.registry import algorithm_of, trainer_for
 from ondevice_rl.train.run.checks import SEED_BOUND, SEED_RANGE
 
 
@@ -207,7 +207,8 @@ def build_plan(
         sample_seed: seed of the numpy generator that draws them.
 
     Raises:
-        SweepSpecError: unknown field, bad value, or inconsistent request.
+        SweepSpecError: unknown field, bad value, inconsistent request, or an
+            env that is unknown or that the learner cannot act in.
     """
     search = dict(search or {})
     env_search = dict(env_params or {})
@@ -219,11 +220,14 @@ def build_plan(
     for name in search:
         if name not in known:
             raise _unknown("field", name, known)
-    try:
-        env, env_defaults = envs.make(config.env)  # its name checked here
+    try:  # the env exists and the learner can act in it
+        trainer = trainer_for(config)
     except KeyError as err:
         raise SweepSpecError(err.args[0]) from None
-    env_fields = _scalar_fields(env_defaults)
+    except ValueError as err:
+        raise SweepSpecError(str(err)) from None
+    env = trainer.env.unwrapped
+    env_fields = _scalar_fields(trainer.default_env_params)
     for name in env_search:
         if name not in env_fields:
             raise _unknown(f"{config.env} env param", name, tuple(env_fields))
