@@ -2,12 +2,12 @@
 
 The wheel maps ``ondevice_rl.envs`` to ``envs/`` and ``ondevice_rl.train`` to
 ``train/``; mkdocstrings reads sources from folders laid out as imported.
-Before the build this writes ``build/docs-src/ondevice_rl/`` with links to
-the core's files and to ``envs/`` and ``train/`` (mkdocs.yml points the
-handler there).
+Before the build this keeps ``build/docs-src/ondevice_rl/`` as links to the
+core's files and to ``envs/`` and ``train/`` (mkdocs.yml points the handler
+there). Links are added and removed one by one, so two builds at once agree.
 """
 
-import shutil
+import os
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -15,16 +15,30 @@ LAYOUT = ROOT / "build" / "docs-src" / "ondevice_rl"
 SUBPACKAGES = {"envs": ROOT / "envs", "train": ROOT / "train"}
 
 
+def wanted_links() -> dict[str, Path]:
+    """Name in the layout -> the file or folder it links to."""
+    core = {
+        path.name: path
+        for path in (ROOT / "ondevice_rl").iterdir()
+        if path.name != "__pycache__"
+    }
+    return {**core, **SUBPACKAGES}
+
+
 def write_layout() -> Path:
-    """Writes the linked layout; returns the package folder."""
-    if LAYOUT.exists():
-        shutil.rmtree(LAYOUT)
-    LAYOUT.mkdir(parents=True)
-    for path in (ROOT / "ondevice_rl").iterdir():
-        if path.name != "__pycache__":
-            (LAYOUT / path.name).symlink_to(path)
-    for name, path in SUBPACKAGES.items():
-        (LAYOUT / name).symlink_to(path, target_is_directory=True)
+    """Brings the linked layout up to date; returns the package folder."""
+    LAYOUT.mkdir(parents=True, exist_ok=True)
+    wanted = wanted_links()
+    for entry in LAYOUT.iterdir():
+        if not entry.is_symlink():
+            continue  # nothing of ours
+        if entry.name not in wanted or os.readlink(entry) != str(wanted[entry.name]):
+            entry.unlink(missing_ok=True)
+    for name, target in wanted.items():
+        try:
+            (LAYOUT / name).symlink_to(target, target_is_directory=target.is_dir())
+        except FileExistsError:
+            pass  # already there (or written by a build running beside this one)
     return LAYOUT
 
 
