@@ -6,7 +6,9 @@ import pytest
 from ondevice_rl import make
 from ondevice_rl.train import get_algorithm
 from ondevice_rl.train.cli import main
+from ondevice_rl.train.run.checks import RunArgError
 from ondevice_rl.train.run.runner import run_training
+from ondevice_rl.train.services.programs import PROGRAMS
 
 TRAIN = [
     (["--hidden", "0"], "hidden must be positive ints"),
@@ -29,6 +31,8 @@ TRAIN = [
     (["--num-envs", "10000000", "--total-timesteps", "2e11"], "GiB of device memory"),
     (["--checkpoint-every", "0"], "--checkpoint-every must be positive"),
     (["--segments", "0"], "--segments must be positive"),
+    (["--eval-every", "0"], "--eval-every must be in [1, 2^31), got 0"),
+    (["--eval-episodes", "3"], "--eval-episodes needs --eval-every"),
     (["--env", "CartPol"], "unknown environment 'CartPol'. Did you mean"),
     (["--algo", "dqn", "--env", "Pendulum-v1"], "dqn needs a discrete action space"),
     (["--algo", "a2c", "--optimizer", "sgd"], "optimizer"),
@@ -110,3 +114,21 @@ def test_python_api_checks_seed_and_env_params():
         "length": 1.0,
         "max_steps": 100,
     }
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"num_segments": 0}, "num_segments must be positive, got 0"),
+        ({"checkpoint_every": -2}, "checkpoint_every must be positive, got -2"),
+        ({"eval_every": 2**31}, r"eval_every must be in \[1, 2\^31\), got 2147483648"),
+        ({"eval_episodes": 3}, "eval_episodes needs eval_every"),
+    ],
+)
+def test_python_api_checks_run_arguments_before_compiling(kwargs, message):
+    """The checks the CLI words with its flags, in the API's own words."""
+    config = get_algorithm("ppo").config(total_timesteps=512)
+    compiles = PROGRAMS.compiles
+    with pytest.raises(RunArgError, match=message):
+        run_training(config, progress=False, **kwargs)
+    assert PROGRAMS.compiles == compiles
