@@ -137,7 +137,12 @@ def add_config_flags(parser: argparse.ArgumentParser, algorithm) -> None:
         else:
             kwargs.update(type=str, metavar=field.name.upper())
         shown = ",".join(map(str, default)) if isinstance(default, tuple) else default
-        group.add_argument(flag_name(field.name), help=f"(default: {shown})", **kwargs)
+        meaning = field.metadata.get("help")
+        traced = " traced" if meaning else ""
+        meaning = f"{meaning};" if meaning else ""
+        group.add_argument(
+            flag_name(field.name), help=f"{meaning}{traced} (default: {shown})", **kwargs
+        )
 
 
 def one_line_errors(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
