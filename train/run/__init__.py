@@ -1,2 +1,4 @@
-"""One run of a config in compiled segments: validation, the segment plan,
-the segment programs, checkpoints and the run directory's files."""
+"""One run of a config in compiled segments: ``runner`` (``run_training``,
+``resume_training``) checks its arguments (``checks``, ``run_spec``), plans
+the segments (``plan``), compiles and runs them (``segments``) and keeps its
+directory's files (``run_files``, ``artifacts``)."""
