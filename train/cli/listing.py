@@ -34,17 +34,24 @@ def _space(space) -> str:
 
 
 def _envs(args) -> int:
+    import sys
+
     from rich.console import Console
     from rich.table import Table
 
     from ondevice_rl import envs
+    from ondevice_rl.envs.registry import plugin_of
 
-    table = Table(title="environments")
-    for column in ("name", "observation", "action space", "time limit"):
+    plugins = envs.load_plugins()  # installed packages' environments
+    table = Table(title="environments (or any package.module:factory)")
+    columns = ("name", "observation", "action space", "time limit")
+    for column in columns + (("package",) if plugins else ()):
         table.add_column(column, no_wrap=column == "name")
     for name in envs.names():
+        plugin = plugin_of(name)
+        package = (plugin.distribution if plugin else "",) if plugins else ()
         if name.startswith(("brax/", "mjx/")) and not args.full:
-            table.add_row(name, "-", "(--full builds it)", "-")
+            table.add_row(name, "-", "(--full builds it)", "-", *package)
             continue
         try:
             env, params = envs.make(name)
@@ -54,7 +61,10 @@ def _envs(args) -> int:
             limit = "-" if limit is None else str(int(limit))
         except Exception as e:  # an adapter whose backend is missing, say
             obs, action, limit = "-", f"unavailable: {type(e).__name__}", "-"
-        table.add_row(name, obs, action, limit)
+            if plugin is not None:
+                # The message names the plugin's distribution.
+                print(f"ondevice-rl envs: warning: {e}", file=sys.stderr)
+        table.add_row(name, obs, action, limit, *package)
     Console().print(table)
     return 0
 

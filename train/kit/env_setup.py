@@ -1,6 +1,9 @@
 """An environment ready for a learner: wrapped for the rollout, its spaces read.
 
-Every algorithm builds its env the same way: ``envs.make(name)``, then
+Every algorithm builds its env the same way: ``envs.make(name)`` (a
+registered name or ``package.module:factory``), the protocol's static checks
+(``ondevice_rl.env_static``: a shape or dtype bug is one line here, not a
+traceback from inside the compiled program), then
 ``EpisodeStats(AutoReset(env))`` so episodes restart inside the compiled
 rollout and report their statistics.
 """
@@ -12,6 +15,7 @@ import jax
 import jax.numpy as jnp
 
 from ondevice_rl import envs
+from ondevice_rl.env_static import require_static
 from ondevice_rl.spaces import Box
 from ondevice_rl.types import Environment
 from ondevice_rl.wrappers import AutoReset, EpisodeStats
@@ -37,9 +41,17 @@ def require_discrete(setup: EnvSetup, learner: str, env_name: str) -> EnvSetup:
     return setup
 
 
+#: Names whose env passed the static checks in this process.
+_CHECKED: set[str] = set()
+
+
 def make_env(name: str) -> EnvSetup:
-    """Builds the wrapped env ``name`` (KeyError naming close matches if unknown)."""
+    """Builds the wrapped env ``name`` (KeyError naming close matches if
+    unknown; ValueError, one line, if it breaks the protocol)."""
     env, params = envs.make(name)
+    if name not in _CHECKED:
+        require_static(env, params, name)
+        _CHECKED.add(name)
     space = env.action_space(params)
     continuous = isinstance(space, Box)
     obs_shape = tuple(env.observation_space(params).shape)

@@ -53,9 +53,10 @@ def trainer_for(config: Any) -> Any:
 
 
 def check_env(algorithm: Algorithm, env_name: str) -> None:
-    """ValueError if ``algorithm`` cannot act in ``env_name``'s action space
-    (KeyError if the env is unknown)."""
+    """ValueError if ``env_name``'s env breaks the protocol's static checks or
+    ``algorithm`` cannot act in its action space (KeyError if unknown)."""
     from ondevice_rl.train.kit.env_setup import make_env, require_discrete
 
+    setup = make_env(env_name)
     if not algorithm.continuous_actions:
-        require_discrete(make_env(env_name), algorithm.name, env_name)
+        require_discrete(setup, algorithm.name, env_name)
