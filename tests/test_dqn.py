@@ -309,7 +309,6 @@ def test_continuous_env_rejected_in_one_line():
     for check in (
         lambda: dqn.make_trainer(config),
         lambda: dqn.make_train(config),
-        lambda: registry.check_env(dqn.ALGORITHM, "Pendulum-v1"),
     ):
         with pytest.raises(ValueError, match="dqn.*Pendulum-v1") as info:
             check()

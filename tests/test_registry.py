@@ -11,7 +11,7 @@ import pytest
 
 from ondevice_rl.train import algorithms, get_algorithm
 from ondevice_rl.train.kit.config import Range
-from ondevice_rl.train.kit.registry import algorithm_of, check_env
+from ondevice_rl.train.kit.registry import algorithm_of
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -84,11 +84,12 @@ def test_unknown_algorithm_names_close_matches():
 def test_discrete_only_learners_refuse_continuous_envs():
     for name in algorithms():
         algorithm = get_algorithm(name)
+        config = algorithm.config(env="Pendulum-v1")
         if algorithm.continuous_actions:
-            check_env(algorithm, "Pendulum-v1")
+            algorithm.make_trainer(config)
         else:
             with pytest.raises(ValueError, match=f"{name} needs a discrete"):
-                check_env(algorithm, "Pendulum-v1")
+                algorithm.make_trainer(config)
 
 
 def _imported_modules(path: Path) -> set[str]:

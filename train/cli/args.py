@@ -137,12 +137,10 @@ def add_config_flags(parser: argparse.ArgumentParser, algorithm) -> None:
         else:
             kwargs.update(type=str, metavar=field.name.upper())
         shown = ",".join(map(str, default)) if isinstance(default, tuple) else default
-        meaning = field.metadata.get("help")
-        traced = " traced" if meaning else ""
-        meaning = f"{meaning};" if meaning else ""
-        group.add_argument(
-            flag_name(field.name), help=f"{meaning}{traced} (default: {shown})", **kwargs
-        )
+        meaning = field.metadata.get("help")  # traced hyperparameters have one
+        help_text = f"{meaning}; traced (default: {shown})" if meaning else None
+        help_text = help_text or f"(default: {shown})"
+        group.add_argument(flag_name(field.name), help=help_text, **kwargs)
 
 
 def one_line_errors(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:

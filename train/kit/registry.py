@@ -50,13 +50,3 @@ def trainer_for(config: Any) -> Any:
     """``make_trainer(config)`` of ``config``'s algorithm, built once per
     config (the runner, the memory rule and evaluation share it)."""
     return algorithm_of(config).make_trainer(config)
-
-
-def check_env(algorithm: Algorithm, env_name: str) -> None:
-    """ValueError if ``env_name``'s env breaks the protocol's static checks or
-    ``algorithm`` cannot act in its action space (KeyError if unknown)."""
-    from ondevice_rl.train.kit.env_setup import make_env, require_discrete
-
-    setup = make_env(env_name)
-    if not algorithm.continuous_actions:
-        require_discrete(setup, algorithm.name, env_name)

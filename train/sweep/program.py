@@ -22,6 +22,7 @@ from ondevice_rl.sharding import (
     shard_leading,
     to_host,
 )
+from ondevice_rl.train.kit.protocol import whole_run
 from ondevice_rl.train.kit.registry import algorithm_of, trainer_for
 from ondevice_rl.train.services.programs import PROGRAMS, ProgramCache
 from ondevice_rl.train.sweep.space import Member
@@ -75,7 +76,7 @@ def take(inputs: PopulationInputs, start: int, stop: int) -> PopulationInputs:
 
 def member_program(config: Any):
     """``member(seed, hp, env_params) -> metrics`` (``[num_updates]`` each)."""
-    train = algorithm_of(config).make_train(config)
+    train = whole_run(trainer_for(config))
 
     def member(seed, hp, env_params):
         return train(jax.random.key(seed), hp, env_params).metrics
