@@ -104,13 +104,13 @@ class GymnaxAdapter(Environment):
 
     def reset(self, key, params):
         obs, state = self.gymnax_env.reset_env(key, params.env_params)
-        return self._obs(obs), _with_time(_strong(state), jnp.int32)
+        return self._obs(obs), _with_time(narrow_64_bit(state), jnp.int32)
 
     def step(self, key, state, action, params) -> TimeStep:
         obs, state, reward, done, _ = self.gymnax_env.step_env(
             key, _with_time(state, self._time_dtype), action, params.env_params
         )
-        state = _with_time(_strong(state), jnp.int32)
+        state = _with_time(narrow_64_bit(state), jnp.int32)
         done = jnp.asarray(done, jnp.bool_)
         if self._done_has_time_limit:
             done = done & (state.time < params.env_params.max_steps_in_episode)
@@ -144,12 +144,14 @@ class GymnaxAdapter(Environment):
 _NARROW = {jnp.dtype(jnp.float64): jnp.float32, jnp.dtype(jnp.int64): jnp.int32}
 
 
-def _strong(tree: Any) -> Any:
+def narrow_64_bit(tree: Any) -> Any:
     """Python/weakly-typed scalars (gymnax's ``time=0``) → fixed-dtype arrays,
-    so ``lax.scan`` carries keep one type; 64-bit leaves (gymnax's default
-    dtypes under ``jax_enable_x64``) → 32-bit."""
+    so ``lax.scan`` carries keep one type; 64-bit leaves (default dtypes
+    under ``jax_enable_x64``) → 32-bit. PRNG keys stay as they are."""
 
     def strong(x):
+        if jax.dtypes.issubdtype(getattr(x, "dtype", None), jax.dtypes.prng_key):
+            return x
         dtype = jnp.result_type(x)
         return jnp.asarray(x, _NARROW.get(jnp.dtype(dtype), dtype))
 

@@ -4,7 +4,8 @@ keep a ``State`` with ``obs``, ``reward`` and ``done``, step as
 ``observation_size`` and ``action_size`` (actions in ``[-1, 1]``).
 
 We add the time limit: ``truncated = time >= max_steps``; ``terminated =
-done``. Their physics is deterministic, so ``step`` ignores its key.
+done``. Their physics is deterministic, so ``step`` ignores its key. Their
+state stays 32-bit (``narrow_64_bit``) should ``jax_enable_x64`` be on.
 """
 
 from typing import Any, NamedTuple
@@ -12,6 +13,7 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
+from ondevice_rl.envs.gymnax_adapter import narrow_64_bit
 from ondevice_rl.spaces import Box
 from ondevice_rl.types import Environment, TimeStep
 
@@ -40,11 +42,11 @@ class PhysicsAdapter(Environment):
         return PhysicsParams(jnp.int32(self._max_steps))
 
     def reset(self, key, params):
-        state = self.inner.reset(key)
+        state = narrow_64_bit(self.inner.reset(key))
         return state.obs, self.state_type(state, jnp.int32(0))
 
     def step(self, key, state, action, params) -> TimeStep:
-        inner = self.inner.step(state[0], action)
+        inner = narrow_64_bit(self.inner.step(state[0], action))
         time = state.time + 1
         return TimeStep(
             obs=inner.obs,

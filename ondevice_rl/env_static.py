@@ -78,9 +78,10 @@ def leaves_with_paths(tree: Any, prefix: str) -> list[tuple[str, Any]]:
 
 def aval(x: Any, weak: bool = True) -> str:
     """``float32[4]`` (`` weak`` added for Python-scalar types if ``weak``)."""
-    dtype, shape = jnp.result_type(x), np.shape(x)
+    dtype = getattr(x, "dtype", None)  # key<fry> for PRNG keys
+    name = str(dtype) if dtype is not None else jnp.dtype(jnp.result_type(x)).name
     weak = " weak" if weak and getattr(x, "weak_type", False) else ""
-    return f"{jnp.dtype(dtype).name}{list(shape)}{weak}"
+    return f"{name}{list(np.shape(x))}{weak}"
 
 
 def float64_paths(tree: Any, prefix: str) -> list[str]:
@@ -88,7 +89,7 @@ def float64_paths(tree: Any, prefix: str) -> list[str]:
     return [
         path
         for path, leaf in leaves_with_paths(tree, prefix)
-        if hasattr(leaf, "dtype") and jnp.dtype(leaf.dtype) == F64
+        if str(getattr(leaf, "dtype", "")) == "float64"
     ]
 
 
@@ -311,7 +312,8 @@ def no_float64(traced: Traced) -> str:
         *float64_paths(ts.info, "info"),
     ]
     if wide:
-        raise EnvCheckError(f"float64 in {', '.join(wide)} (use float32)")
+        more = f" and {len(wide) - 4} more" if len(wide) > 4 else ""
+        raise EnvCheckError(f"float64 in {', '.join(wide[:4])}{more} (use float32)")
     return "obs, state, reward, info"
 
 
