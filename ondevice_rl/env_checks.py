@@ -29,24 +29,16 @@ from typing import Any
 import jax
 import numpy as np
 
+from ondevice_rl.check_report import CheckResult, EnvCheckError, raised
+from ondevice_rl.env_params import random_params, replace_params
 from ondevice_rl.env_rollouts import (
     NO_LIMIT,
     Rollouts,
     compare_eager,
-    random_params,
-    replace_params,
     rollout_checks,
     time_limit_apart,
 )
-from ondevice_rl.env_static import (
-    CheckResult,
-    EnvCheckError,
-    no_float64,
-    raised,
-    require_static,
-    static_checks,
-    trace,
-)
+from ondevice_rl.env_static import no_float64, require_static, static_checks, trace
 
 
 @dataclass(frozen=True)

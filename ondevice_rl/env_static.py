@@ -21,32 +21,17 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ondevice_rl.check_report import (
+    CheckResult,
+    EnvCheckError,
+    aval,
+    describe_space,
+    leaves_with_paths,
+    raised,
+)
 from ondevice_rl.spaces import Box, Discrete
 
 F64 = jnp.dtype(jnp.float64)
-#: JAX's errors for Python control flow or NumPy on traced values.
-TRACER_ERRORS = (
-    jax.errors.ConcretizationTypeError,
-    jax.errors.TracerBoolConversionError,
-    jax.errors.TracerIntegerConversionError,
-    jax.errors.TracerArrayConversionError,
-)
-TRACER_HINT = (
-    " (Python control flow or NumPy on a traced value: use jnp.where, "
-    "lax.cond or lax.select, and jnp instead of np)"
-)
-
-
-class CheckResult(NamedTuple):
-    """One line of a report: ``name``, whether it passed, and what was seen."""
-
-    name: str
-    ok: bool
-    detail: str
-
-
-class EnvCheckError(ValueError):
-    """An environment breaking the protocol (one-line message)."""
 
 
 class Traced(NamedTuple):
@@ -63,27 +48,6 @@ def is_space(x: Any) -> bool:
     return isinstance(x, (Box, Discrete))
 
 
-def raised(what: str, error: Exception) -> str:
-    """``"<what> raised <Error>: <first line>"`` with a hint for tracer errors."""
-    lines = str(error).strip().splitlines()
-    text = f"{what} raised {type(error).__name__}" + (f": {lines[0]}" if lines else "")
-    return text + (TRACER_HINT if isinstance(error, TRACER_ERRORS) else "")
-
-
-def leaves_with_paths(tree: Any, prefix: str) -> list[tuple[str, Any]]:
-    """``[(prefix + ".field[0]...", leaf)]``."""
-    flat, _ = jax.tree_util.tree_flatten_with_path(tree)
-    return [(prefix + jax.tree_util.keystr(path), leaf) for path, leaf in flat]
-
-
-def aval(x: Any, weak: bool = True) -> str:
-    """``float32[4]`` (`` weak`` added for Python-scalar types if ``weak``)."""
-    dtype = getattr(x, "dtype", None)  # key<fry> for PRNG keys
-    name = str(dtype) if dtype is not None else jnp.dtype(jnp.result_type(x)).name
-    weak = " weak" if weak and getattr(x, "weak_type", False) else ""
-    return f"{name}{list(np.shape(x))}{weak}"
-
-
 def float64_paths(tree: Any, prefix: str) -> list[str]:
     """Paths of the float64 leaves (arrays only; Python floats are weak)."""
     return [
@@ -91,13 +55,6 @@ def float64_paths(tree: Any, prefix: str) -> list[str]:
         for path, leaf in leaves_with_paths(tree, prefix)
         if str(getattr(leaf, "dtype", "")) == "float64"
     ]
-
-
-def describe_space(space: Discrete | Box) -> str:
-    """``Discrete(6)`` or ``Box(float32[4])``."""
-    if isinstance(space, Discrete):
-        return f"Discrete({int(space.n)})"
-    return f"Box({jnp.dtype(space.dtype).name}{list(space.shape)})"
 
 
 def action_struct(space: Discrete | Box) -> jax.ShapeDtypeStruct:

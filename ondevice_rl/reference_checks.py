@@ -18,7 +18,8 @@ from typing import Any
 import jax
 import numpy as np
 
-from ondevice_rl.env_static import CheckResult, describe_space, is_space
+from ondevice_rl.check_report import CheckResult, describe_space
+from ondevice_rl.env_static import is_space
 from ondevice_rl.spaces import Box, Discrete
 from ondevice_rl.testing import SyncFn, check_conformance
 

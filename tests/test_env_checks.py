@@ -12,8 +12,9 @@ import numpy as np
 import pytest
 
 from ondevice_rl import envs
+from ondevice_rl.check_report import EnvCheckError
 from ondevice_rl.env_checks import check_env
-from ondevice_rl.env_static import EnvCheckError, require_static, static_checks
+from ondevice_rl.env_static import require_static, static_checks
 from ondevice_rl.envs.cartpole import CartPole
 from ondevice_rl.spaces import Box, Discrete
 from ondevice_rl.types import TimeStep

@@ -13,7 +13,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ondevice_rl import envs
-from ondevice_rl.env_rollouts import Rollouts, rollout_checks, scaled_params
+from ondevice_rl.env_params import scaled_params
+from ondevice_rl.env_rollouts import Rollouts, rollout_checks
 from ondevice_rl.env_static import static_checks
 
 STEPS, BATCH = 24, 4
