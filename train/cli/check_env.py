@@ -67,7 +67,11 @@ def add_subcommands(subparsers, algo: str | None = None) -> None:
     parser.add_argument(
         "--seed", type=int_arg, default=0, help="PRNG seed in [0, 2^32) (default 0)"
     )
-    parser.add_argument("--debug", action="store_true", help="show tracebacks")
+    parser.add_argument(
+        "--debug",
+        action="store_true",
+        help="a traceback, not one line, when the environment cannot be made",
+    )
     parser.set_defaults(func=run)
     one_line_errors(parser)
 
