@@ -17,7 +17,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-ACTIVATIONS = {"tanh": nn.tanh, "relu": nn.relu, "gelu": nn.gelu}
+ACTIVATIONS = {"tanh": nn.tanh, "relu": nn.relu, "gelu": nn.gelu, "swish": nn.swish}
 #: Channels of the image torso's 3×3 convolutions (stride 1, VALID padding):
 #: MinAtar's one layer of 16 (Young & Tian, 2019), ``[10, 10, C] -> [1024]``.
 CONV_CHANNELS = (16,)
