@@ -12,7 +12,12 @@ from ondevice_rl.envs.mjx_adapter import DM_CONTROL_SUITE, MjxAdapter
 from ondevice_rl.envs.mountain_car import MountainCar
 from ondevice_rl.envs.mountain_car_continuous import MountainCarContinuous
 from ondevice_rl.envs.pendulum import Pendulum
-from ondevice_rl.envs.probes import ProbeOneStep, ProbeTruncation, ProbeTwoStep
+from ondevice_rl.envs.probes import (
+    ProbeBox,
+    ProbeOneStep,
+    ProbeTruncation,
+    ProbeTwoStep,
+)
 from ondevice_rl.envs.registry import (
     load_plugins,
     make,
@@ -29,6 +34,7 @@ register("Pendulum-v1", Pendulum)
 register("Probe-OneStep-v0", ProbeOneStep)
 register("Probe-TwoStep-v0", ProbeTwoStep)
 register("Probe-Truncation-v0", ProbeTruncation)
+register("Probe-Box-v0", ProbeBox)
 
 # Adapters: gymnax (a dependency, imported on first make) and brax (optional,
 # listed only when installed). Every environment gymnax 1.0.1 registers
@@ -112,6 +118,7 @@ __all__ = [
     "MountainCar",
     "MountainCarContinuous",
     "Pendulum",
+    "ProbeBox",
     "ProbeOneStep",
     "ProbeTruncation",
     "ProbeTwoStep",

@@ -12,8 +12,13 @@ bug shows up as a wrong number rather than as slow learning:
   from ``info["final_obs"]``; a learner that treats the time limit as a
   terminal state sees at most 5 rewards per episode and learns ``V < 5``.
 
-All have a ``Discrete(2)`` action space that has no effect, a ``[1]``
-observation and deterministic dynamics; their state is just the step count.
+* ``Probe-Box-v0`` (``ProbeBox``): a continuous action that matters. One
+  step, reward ``1 − (a − 2)²`` for ``a`` in the Box ``[-1, 3]``: the best
+  action is ``a* = 2`` and ``Q(a) = 1 − (a − 2)²``, ``V* = 1``.
+
+The first three have a ``Discrete(2)`` action space that has no effect; all
+have a ``[1]`` observation and deterministic dynamics; their state is just
+the step count.
 """
 
 from typing import NamedTuple
@@ -112,3 +117,26 @@ class ProbeTruncation(_Probe):
 
     def transition(self, key, state, action, params):
         return state, jnp.float32(1.0), jnp.bool_(False)
+
+
+class ProbeBox(_Probe):
+    """Observation ``[1.0]``, an action in the Box ``[-1, 3]``, reward ``1 −
+    (a − 2)²``, terminates after 1 step.
+
+    Expected values for any discount: ``Q([1.0], a) = 1 − (a − 2)²``, best
+    action ``a* = 2``, ``V*([1.0]) = 1``. ``a*`` lies off the Box's centre
+    (1) and inside it, so an actor whose ``[-1, 1]`` output is not mapped
+    onto the Box cannot reach it, and one that saturates misses it. Catches
+    a critic that cannot fit a function of the action, an actor that does
+    not ascend it, and actions scaled wrongly.
+    """
+
+    name = "Probe-Box-v0"
+    BEST_ACTION = 2.0
+
+    def action_space(self, params):
+        return Box(-1.0, 3.0, (1,), jnp.float32)
+
+    def transition(self, key, state, action, params):
+        a = jnp.clip(jnp.asarray(action, jnp.float32).reshape(-1)[0], -1.0, 3.0)
+        return state, 1.0 - (a - self.BEST_ACTION) ** 2, jnp.bool_(True)
