@@ -11,7 +11,8 @@ cut short, and a fence that cannot run here says why in its info string
 * Python fences run in this process (JAX is already imported, so a snippet
   costs its compiles only), each in a fresh namespace (an undefined name
   fails) with a scratch directory as the working directory.
-* Shell fences (``bash``, ``sh``, ``shell``) run in ``bash -e -o pipefail``
+* Shell fences (``bash``, ``sh``, ``shell``, and a ``console`` session's
+  ``$`` commands) run in ``bash -e -o pipefail``
   as subprocesses in a scratch directory, with this interpreter's ``bin/``
   first on ``PATH`` (``ondevice-rl``), the suite's ``JAX_PLATFORMS`` and
   ``XLA_FLAGS``, and one compilation cache shared by the shell fences.
@@ -37,6 +38,7 @@ ROOT = Path(__file__).resolve().parents[1]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 PYTHON = {"python", "py"}
 SHELL = {"bash", "sh", "shell"}
+CONSOLE = {"console"}  # a session: "$ " lines are commands, the rest output
 MAX_SKIPPED = 5
 SCALE, FLOOR = 100, 4096  # total timesteps N -> max(N // SCALE, FLOOR)
 
@@ -82,14 +84,29 @@ def collect(pages: list[Path] = PAGES) -> list[Snippet]:
         for line, info, code in fences(page.read_text()):
             words = info.replace("{", " ").split()
             language = words[0].lower() if words else ""
-            if language not in PYTHON | SHELL:
+            if language not in PYTHON | SHELL | CONSOLE:
                 continue
             skip = SKIP.search(info)
             kind = "python" if language in PYTHON else "shell"
+            if language in CONSOLE:
+                code = session_commands(code)
             snippets.append(
                 Snippet(page, line, kind, code, skip["reason"] if skip else None)
             )
     return snippets
+
+
+def session_commands(session: str) -> str:
+    """The commands of a console session: its ``$ `` lines, with the lines
+    a trailing backslash continues; output lines are left out."""
+    commands, continued = [], False
+    for line in session.splitlines():
+        if line.startswith("$ ") or continued:
+            commands.append(
+                line[2:] if line.startswith("$ ") and not continued else line
+            )
+            continued = line.endswith("\\")
+    return "\n".join(commands) + "\n"
 
 
 def shortened(code: str) -> str:
@@ -127,6 +144,8 @@ def test_the_collector_and_the_cut():
         "run --total-timesteps 5000 and total_timesteps=10000"
     )
     assert shortened("--total-timesteps 100000") == "--total-timesteps 4096"
+    session = "$ ls \\\n    -a\nout\n$ echo hi\nhi\n"
+    assert session_commands(session) == "ls \\\n    -a\necho hi\n"
 
 
 @pytest.fixture(scope="session")
