@@ -8,6 +8,7 @@ from ondevice_rl.envs.brax_adapter import BraxAdapter
 from ondevice_rl.envs.cartpole import CartPole
 from ondevice_rl.envs.entry import EnvEntryError
 from ondevice_rl.envs.gymnax_adapter import GymnaxAdapter
+from ondevice_rl.envs.memory_probe import ProbeMemory, ProbeMemoryTruncation
 from ondevice_rl.envs.mjx_adapter import DM_CONTROL_SUITE, MjxAdapter
 from ondevice_rl.envs.mountain_car import MountainCar
 from ondevice_rl.envs.mountain_car_continuous import MountainCarContinuous
@@ -25,6 +26,7 @@ from ondevice_rl.envs.registry import (
     register,
     register_unavailable,
 )
+from ondevice_rl.wrappers import MaskObservation
 
 register("CartPole-v1", CartPole)
 register("Acrobot-v1", Acrobot)
@@ -35,6 +37,17 @@ register("Probe-OneStep-v0", ProbeOneStep)
 register("Probe-TwoStep-v0", ProbeTwoStep)
 register("Probe-Truncation-v0", ProbeTruncation)
 register("Probe-Box-v0", ProbeBox)
+register("Probe-Memory-v0", ProbeMemory)
+register("Probe-MemoryTruncation-v0", ProbeMemoryTruncation)
+# Partially observed variants: positions and angles only, no velocities.
+register(
+    "CartPole-NoVel-v1",
+    lambda: MaskObservation(CartPole(), (0, 2), "CartPole-NoVel-v1"),
+)
+register(
+    "Pendulum-NoVel-v1",
+    lambda: MaskObservation(Pendulum(), (0, 1), "Pendulum-NoVel-v1"),
+)
 
 # Adapters: gymnax (a dependency, imported on first make) and brax (optional,
 # listed only when installed). Every environment gymnax 1.0.1 registers

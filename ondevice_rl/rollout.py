@@ -8,13 +8,18 @@ The learner chooses actions through ``act(params, obs, key) -> (action,
 env_action, extras)``: ``action`` is what it stores and learns from,
 ``env_action`` what the environment receives (a clipped Gaussian sample, say)
 and ``extras`` any per-step pytree it wants kept (an actor-critic's log-prob
-and value; nothing, ``()``, for a Q-learner).
+and value; nothing, ``()``, for a Q-learner). A policy with memory uses
+``rollout(..., memory=True)`` and ``act(params, obs, key, agent, first) ->
+(action, env_action, extras, agent)``: ``agent`` is its carry (kept in
+``RolloutState.agent``), ``first`` ``[B]`` marks observations that start an
+episode, where the carry must start afresh.
 """
 
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import jax
+import jax.numpy as jnp
 
 from ondevice_rl.types import Environment
 
@@ -25,6 +30,8 @@ class RolloutState(NamedTuple):
     env_state: Any  # batched env state, leaves [B, ...]
     obs: jax.Array  # [B, *obs_shape]
     key: jax.Array
+    first: jax.Array = ()  # [B] bool, obs starts an episode (memory only)
+    agent: Any = ()  # the policy's carry, leaves [B, ...] (memory only)
 
 
 class Transition(NamedTuple):
@@ -53,11 +60,12 @@ ActFn = Callable[[Any, jax.Array, jax.Array], tuple[jax.Array, jax.Array, Any]]
 def batch_reset(
     env: Environment, env_params: Any, key: jax.Array, num_envs: int
 ) -> RolloutState:
-    """Resets ``num_envs`` environments: obs ``[B, *obs_shape]``."""
+    """Resets ``num_envs`` environments: obs ``[B, *obs_shape]``; ``agent``
+    ``()`` and ``first`` all true (set ``agent`` for a policy with memory)."""
     key, reset_key = jax.random.split(key)
     keys = jax.random.split(reset_key, num_envs)
     obs, env_state = jax.vmap(env.reset, in_axes=(0, None))(keys, env_params)
-    return RolloutState(env_state, obs, key)
+    return RolloutState(env_state, obs, key, jnp.ones((num_envs,), jnp.bool_))
 
 
 def rollout(
@@ -67,19 +75,24 @@ def rollout(
     params: Any,
     state: RolloutState,
     num_steps: int,
+    memory: bool = False,
 ) -> tuple[RolloutState, Transition, EpisodeInfo]:
     """Runs ``num_steps`` steps of ``B`` envs with ``act(params, obs [B, ...],
-    key)``; returns the new state, ``[T, B, ...]`` transitions and ``[T, B]``
-    episode ends."""
+    key)`` (with ``memory``: ``act(params, obs, key, agent, first)``, see the
+    module docstring); returns the new state, ``[T, B, ...]`` transitions and
+    ``[T, B]`` episode ends."""
     num_envs = state.obs.shape[0]
     step_env = jax.vmap(env.step, in_axes=(0, 0, 0, None))
 
     def one_step(carry: RolloutState, _):
-        env_state, obs, key = carry
+        env_state, obs, key, first, agent = carry
         # One split per step for the whole batch; per-env keys only for the
         # environments' own randomness (resets).
         key, act_key, env_key = jax.random.split(key, 3)
-        action, env_action, extras = act(params, obs, act_key)
+        if memory:
+            action, env_action, extras, agent = act(params, obs, act_key, agent, first)
+        else:
+            action, env_action, extras = act(params, obs, act_key)
         ts = step_env(
             jax.random.split(env_key, num_envs), env_state, env_action, env_params
         )
@@ -96,7 +109,10 @@ def rollout(
         episodes = EpisodeInfo(
             info["episode_done"], info["episode_return"], info["episode_length"]
         )
-        return RolloutState(ts.state, ts.obs, key), (transition, episodes)
+        if memory:
+            first = ts.terminated | ts.truncated
+        next_state = RolloutState(ts.state, ts.obs, key, first, agent)
+        return next_state, (transition, episodes)
 
     state, (transitions, episodes) = jax.lax.scan(
         one_step, state, None, length=num_steps

@@ -12,6 +12,7 @@ from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from ondevice_rl.types import Environment, TimeStep
 
@@ -113,3 +114,40 @@ class EpisodeStats(Wrapper):
             "episode_length": ep_length,
         }
         return ts._replace(state=new_state, info=info)
+
+
+class MaskObservation(Wrapper):
+    """Keeps only the entries ``keep`` of a vector observation: a partially
+    observed version of a task (CartPole without its velocities, say).
+
+    It changes the task, not the episode handling, so it is its own
+    ``unwrapped`` env: evaluation strips the wrappers above it only.
+    """
+
+    def __init__(self, env: Environment, keep: tuple[int, ...], name: str):
+        super().__init__(env)
+        self.keep = np.asarray(keep, np.int32)
+        self.name = name
+
+    def reset(self, key, params):
+        obs, state = self.env.reset(key, params)
+        return obs[self.keep], state
+
+    def step(self, key, state, action, params) -> TimeStep:
+        ts = self.env.step(key, state, action, params)
+        return ts._replace(obs=ts.obs[self.keep])
+
+    def observe(self, state, params):
+        return self.env.observe(state, params)[self.keep]
+
+    def observation_space(self, params):
+        from ondevice_rl.spaces import Box
+
+        space = self.env.observation_space(params)
+        low = np.broadcast_to(np.asarray(space.low), space.shape)[self.keep]
+        high = np.broadcast_to(np.asarray(space.high), space.shape)[self.keep]
+        return Box(low, high, (len(self.keep),), space.dtype)
+
+    @property
+    def unwrapped(self) -> Environment:
+        return self

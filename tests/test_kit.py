@@ -9,8 +9,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from ondevice_rl.networks import ActorCritic, QNetwork
+from ondevice_rl.networks import QNetwork
 from ondevice_rl.train import algorithms, get_algorithm
+from ondevice_rl.train.kit.agent import Agent, build_agent
 from ondevice_rl.train.kit.config import field_help
 from ondevice_rl.train.kit.env_setup import EnvSetup, make_env
 from ondevice_rl.train.kit.exploration import epsilon_greedy, linear_epsilon
@@ -76,9 +77,9 @@ def _setup(env_name: str) -> EnvSetup:
 
 def test_actor_critic_policy_argmax_sample_and_mask():
     setup = _setup("CartPole-v1")
-    network = ActorCritic(2, False, (8,))
-    params = network.init(KEY, jnp.zeros(4))
-    policy = jax.jit(actor_critic_policy(network, setup), static_argnums=4)
+    agent = build_agent(setup, get_algorithm("ppo").config(hidden=(8,)), "actor_critic")
+    network, params = agent.network, agent.init(KEY)
+    policy = jax.jit(actor_critic_policy(agent, setup), static_argnums=4)
     obs = jax.random.normal(KEY, (64, 4))
     logits = network.apply(params, obs).logits_or_mean
     greedy, carry = policy(params, (), obs, None, True)
@@ -96,10 +97,10 @@ def test_actor_critic_policy_argmax_sample_and_mask():
 
 def test_actor_critic_policy_clips_box_actions_and_normalises_obs():
     setup = _setup("Pendulum-v1")
-    network = ActorCritic(1, True, (8,))
-    params = network.init(KEY, jnp.zeros(3))
+    agent = build_agent(setup, get_algorithm("ppo").config(hidden=(8,)), "actor_critic")
+    network, params = agent.network, agent.init(KEY)
     params["params"]["log_std"] = jnp.array([2.0])  # wide: samples get clipped
-    policy = actor_critic_policy(network, setup)
+    policy = actor_critic_policy(agent, setup)
     obs = jax.random.normal(KEY, (256, 3))
     sampled, _ = policy(params, (), obs, KEY, False)
     assert sampled.shape == (256, 1)
@@ -115,7 +116,10 @@ def test_q_policy_greedy_epsilon_and_mask():
     obs = jax.random.normal(KEY, (4000, 4))
     q = network.apply(params, obs)
     greedy = jnp.argmax(q, -1)
-    policy = q_policy(network, 0.5)
+    agent = Agent(
+        network, False, None, None, lambda p, c, o, f: (c, network.apply(p, o)), None
+    )
+    policy = q_policy(agent, 0.5)
     np.testing.assert_array_equal(policy(params, (), obs, None, True)[0], greedy)
     explored = np.mean(np.asarray(policy(params, (), obs, KEY, False)[0]) != greedy)
     assert 0.3 < explored < 0.37  # ε · 2/3 of random actions differ

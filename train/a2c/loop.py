@@ -14,16 +14,16 @@ from typing import NamedTuple
 import jax
 import optax
 
-from ondevice_rl.networks import ActorCritic, sample_action
+from ondevice_rl.networks import sample_action
 from ondevice_rl.returns import gae, n_step_returns
 from ondevice_rl.rollout import Transition
 from ondevice_rl.train.a2c.config import A2CConfig, Hyperparams
 from ondevice_rl.train.a2c.loss import Batch, a2c_loss
+from ondevice_rl.train.kit.agent import build_agent
 from ondevice_rl.train.kit.env_setup import make_env
 from ondevice_rl.train.kit.on_policy import OnPolicyLearner, on_policy_trainer
 from ondevice_rl.train.kit.policies import actor_critic_policy
 from ondevice_rl.train.kit.protocol import Trainer, TrainOutput, whole_run
-from ondevice_rl.train.kit.state import build_network
 
 
 class ActorExtras(NamedTuple):
@@ -35,20 +35,18 @@ class ActorExtras(NamedTuple):
 def make_trainer(config: A2CConfig) -> Trainer:
     """Builds the program's pieces."""
     setup = make_env(config.env)
-    network = build_network(setup, config, "actor_critic")
+    agent = build_agent(setup, config, "actor_critic")
 
-    def act(params, obs, key, hp, env_steps):
-        pi = network.apply(params, obs)
+    def act(pi, key, hp, env_steps):
         action = sample_action(key, pi)
         return action, setup.to_env_action(action), ActorExtras(pi.value)
 
-    def batch(params, traj: Transition, hp: Hyperparams) -> Batch:
+    def batch(traj: Transition, final, hp: Hyperparams) -> Batch:
         """Returns of the ``[T, B]`` rollout: ``traj.extras.value`` are the
         critic's values at collection time, which are the current params'
         (one step per rollout). Each step bootstraps from ``V(final_obs)``
         where an episode was truncated and at the rollout's end."""
-        values = traj.extras.value
-        next_values = network.apply(params, traj.final_obs, method=ActorCritic.value)
+        values, next_values = traj.extras.value, final.value
         ends = (traj.terminated, traj.truncated)
         if config.use_gae:
             adv, targets = gae(
@@ -69,12 +67,12 @@ def make_trainer(config: A2CConfig) -> Trainer:
         return optax.chain(optax.clip_by_global_norm(hp.max_grad_norm), step)
 
     learner = OnPolicyLearner(
-        network=network,
+        agent=agent,
         act=act,
         batch=batch,
         loss=partial(a2c_loss, normalize_advantages=config.normalize_advantages),
         optimizer=optimizer,
-        policy=actor_critic_policy(network, setup),
+        policy=actor_critic_policy(agent, setup),
         whole_batch=True,
     )
     return on_policy_trainer(config, setup, learner)

@@ -22,6 +22,7 @@ from ondevice_rl.replay import ReplayBuffer
 from ondevice_rl.rollout import rollout
 from ondevice_rl.train.dqn.config import DQNConfig, Hyperparams
 from ondevice_rl.train.dqn.loss import LossStats, bootstrap_values, td_loss, td_targets
+from ondevice_rl.train.kit.agent import build_agent
 from ondevice_rl.train.kit.env_setup import make_env, require_discrete
 from ondevice_rl.train.kit.exploration import epsilon_greedy, linear_epsilon
 from ondevice_rl.train.kit.optim import flat_apply, gradient_step
@@ -33,7 +34,7 @@ from ondevice_rl.train.kit.protocol import (
     whole_run,
 )
 from ondevice_rl.train.kit.replay import crossed, empty_buffer
-from ondevice_rl.train.kit.state import TrainState, build_network, initial_state
+from ondevice_rl.train.kit.state import TrainState, initial_state
 from ondevice_rl.train.kit.targets import polyak
 
 
@@ -47,7 +48,8 @@ class Extra(NamedTuple):
 def make_trainer(config: DQNConfig) -> Trainer:
     """Builds the program's pieces (ValueError for a continuous action space)."""
     setup = require_discrete(make_env(config.env), "dqn", config.env)
-    network = build_network(setup, config, "q")
+    agent = build_agent(setup, config, "q")
+    network = agent.network
     steps_per_update = config.steps_per_update
 
     def act(actor, obs, key):
@@ -67,7 +69,7 @@ def make_trainer(config: DQNConfig) -> Trainer:
 
     def init(key, hp: Hyperparams, env_params=None) -> TrainState:
         return initial_state(
-            key, env_params, setup, network, config, optimizer(hp).init, empty_extra
+            key, env_params, setup, agent.init, config, optimizer(hp).init, empty_extra
         )
 
     def learn(params, target_params, opt_state, buffer: ReplayBuffer, key, hp):
@@ -148,7 +150,7 @@ def make_trainer(config: DQNConfig) -> Trainer:
         )
         return new_state, {**metrics, **stats._asdict(), "epsilon": eps}
 
-    policy = q_policy(network, config.eps_end)
+    policy = q_policy(agent, config.eps_end)
     return feed_forward_trainer(config, setup, network, init, update, policy)
 
 

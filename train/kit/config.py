@@ -24,6 +24,7 @@ from ondevice_rl.ranges import (  # noqa: F401  (re-exported for the learners)
     UNIT,
     Range,
 )
+from ondevice_rl.recurrent import MEMORY_KINDS
 from ondevice_rl.train.kit.schedules import LR_SCHEDULES
 
 _TRACED = "traced_range"
@@ -90,6 +91,11 @@ class LearnerConfig:
     HYPERPARAMS: ClassVar[type]
     RANGES: ClassVar[Mapping[str, Range]]
     ZERO_ALLOWED: ClassVar[tuple[str, ...]] = ()
+    #: str fields and their valid values.
+    CHOICES: ClassVar[Mapping[str, tuple[str, ...]]] = {
+        "activation": tuple(ACTIVATIONS),
+        "lr_schedule": LR_SCHEDULES,
+    }
 
     env: str = "CartPole-v1"
     total_timesteps: int = 500_000
@@ -126,10 +132,7 @@ class LearnerConfig:
             raise ValueError(
                 f"{name}.hidden must be positive ints, got {self.hidden!r}"
             )
-        for field, known in (
-            ("activation", ACTIVATIONS),
-            ("lr_schedule", LR_SCHEDULES),
-        ):
+        for field, known in self.CHOICES.items():
             if getattr(self, field) not in known:
                 raise ValueError(
                     f"{name}.{field} must be one of {', '.join(known)}, "
@@ -170,7 +173,13 @@ class LearnerConfig:
 class OnPolicyConfig(LearnerConfig):
     """Fields of the learners whose update learns on its own rollout."""
 
+    CHOICES = {**LearnerConfig.CHOICES, "memory": ("none", *MEMORY_KINDS)}
+
     num_steps: int = 128
+    #: A recurrent core between the observation and the heads: "none", "gru"
+    #: or "lstm" of ``memory_size`` units (``ondevice_rl.recurrent``).
+    memory: str = "none"
+    memory_size: int = 128
     #: Standardise observations by running statistics kept in the train state
     #: (``ondevice_rl.normalize``), and scale rewards by the running std of
     #: the discounted return. Off: results identical to before they existed.

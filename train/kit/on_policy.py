@@ -1,9 +1,13 @@
 """The on-policy update, written once: rollout → returns → epochs ×
 minibatches of optimiser steps → metrics, scanned over updates.
 
-A learner (PPO, A2C, PQN) supplies an ``OnPolicyLearner``: how it acts, what
-it learns on, its loss and its optimiser. ``on_policy_trainer`` builds the
-whole ``Trainer`` around them.
+A learner (PPO, A2C, PQN) supplies an ``OnPolicyLearner``: how it acts on its
+network's output, what it learns on, its loss and its optimiser.
+``on_policy_trainer`` builds the whole ``Trainer`` around them, with or
+without memory (``train/kit/agent.py``). With memory the carry lives in the
+rollout state, starts afresh inside the rollout where an episode starts, and
+each step's carry is stored so the loss replays whole sequences from the
+state they were acted in; minibatches then split environments, not time.
 """
 
 from collections.abc import Callable
@@ -11,15 +15,17 @@ from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
+from jax.flatten_util import ravel_pytree
 
 from ondevice_rl.metrics import episode_metrics
 from ondevice_rl.normalize import normalize_obs, normalize_rollout
 from ondevice_rl.rollout import Transition, rollout
 from ondevice_rl.sharding import all_mean
+from ondevice_rl.train.kit.agent import Agent, carry_at
 from ondevice_rl.train.kit.env_setup import EnvSetup
 from ondevice_rl.train.kit.minibatches import shuffled_minibatches
-from ondevice_rl.train.kit.optim import flat_apply, gradient_step
-from ondevice_rl.train.kit.protocol import HostLoop, Trainer, feed_forward_trainer
+from ondevice_rl.train.kit.optim import gradient_step
+from ondevice_rl.train.kit.protocol import HostLoop, Trainer, scan_updates
 from ondevice_rl.train.kit.schedules import learning_rate_fn
 from ondevice_rl.train.kit.state import TrainState, initial_state
 
@@ -28,30 +34,56 @@ class OnPolicyLearner(NamedTuple):
     """What is a learner's own in the on-policy update.
 
     Attributes:
-        network: its flax module.
-        act: ``(params, obs [B, ...], key, hp, env_steps) -> (action,
-            env_action, extras)``, the rollout's chooser (``extras`` are kept
-            in the ``Transition``).
-        batch: ``(params, traj [T, B], hp) -> batch``, what the loss learns
-            on (returns, advantages ...), leaves ``[T, B, ...]``.
+        agent: its network (``build_agent``).
+        act: ``(out, key, hp, env_steps) -> (action, env_action, extras)``
+            from the network's output ``out`` for ``[B]`` observations
+            (``extras`` are kept in the ``Transition``).
+        batch: ``(traj [T, B], final_out, hp) -> batch``, what the loss
+            learns on (returns, advantages ...; its ``obs`` field the
+            observations), leaves ``[T, B, ...]``; ``final_out`` is the
+            network's output for ``traj.final_obs`` (bootstraps).
         loss: ``(apply_fn, flat_params, batch, hp) -> (loss, stats)``,
             ``stats`` a NamedTuple of scalars.
         optimizer: ``(hp, learning_rate) -> optax.GradientTransformation``
             with ``learning_rate`` a ``count -> lr`` schedule.
         policy: the trained policy (``train/kit/policies.py``).
         metrics: ``(hp, env_steps) -> dict`` of extra per-update metrics.
+        whole_batch: one optimiser step on the whole ``[T, B]`` batch as it
+            is (A2C), not epochs × shuffled minibatches.
     """
 
-    network: Any
+    agent: Agent
     act: Callable
     batch: Callable
     loss: Callable
     optimizer: Callable
     policy: Callable
     metrics: Callable = lambda hp, env_steps: {}
-    #: One optimiser step on the whole ``[T, B]`` batch as it is (A2C), not
-    #: epochs × shuffled minibatches.
     whole_batch: bool = False
+
+
+class Memory(NamedTuple):
+    """Per-step memory kept beside a recurrent learner's extras, ``[B, ...]``."""
+
+    first: jax.Array  # bool, the obs starts an episode (the carry was reset)
+    carry: Any  # the carry before the step (before that reset)
+    next_carry: Any  # the carry after the step, before any reset
+
+
+class Sequences(NamedTuple):
+    """A recurrent loss's input in place of ``batch.obs``, ``[T, M, ...]``."""
+
+    obs: jax.Array
+    first: jax.Array
+    carry: Any  # only step 0's is read
+
+
+def bootstrap_outputs(agent: Agent, params: Any, traj: Transition) -> Any:
+    """The network's outputs for ``traj.final_obs`` ``[T, B]`` (truncation
+    and end-of-rollout bootstraps). With memory, each from the carry after
+    its step, before the reset of a new episode: the episode's own memory."""
+    carry = traj.extras[1].next_carry if agent.memory else ()
+    return agent.step(params, carry, traj.final_obs, None)[1]
 
 
 def on_policy_trainer(
@@ -64,41 +96,61 @@ def on_policy_trainer(
     """The ``Trainer`` of an on-policy learner.
 
     ``config`` has ``num_envs``, ``num_steps``, ``update_epochs``,
-    ``num_minibatches``, ``num_updates`` and ``lr_schedule``.
-    With ``axis_name`` set, ``learn`` and ``run`` are the per-device bodies
-    of a data-parallel run inside ``jax.shard_map`` over ``num_devices``
-    devices: each holds ``num_envs / num_devices`` environments, gradients
-    and statistics are averaged over the axis. ``init`` builds the global
-    state.
+    ``num_minibatches``, ``num_updates`` and ``lr_schedule``. With
+    ``axis_name`` set, ``learn`` and ``run`` are the per-device bodies of a
+    data-parallel run inside ``jax.shard_map`` over ``num_devices`` devices:
+    each holds ``num_envs / num_devices`` environments, gradients and
+    statistics are averaged over the axis. ``init`` builds the global state.
     """
-    env, network = setup.env, learner.network
+    agent = learner.agent
     epochs, minibatches = config.update_epochs, config.num_minibatches
     local_batch = config.batch_size // num_devices
 
     def optimizer(hp):
+        steps = epochs * minibatches
         lr = learning_rate_fn(
-            config.lr_schedule,
-            hp.learning_rate,
-            config.num_updates,
-            epochs * minibatches,
+            config.lr_schedule, hp.learning_rate, config.num_updates, steps
         )
         return learner.optimizer(hp, lr)
 
     def init(key, hp, env_params=None) -> TrainState:
-        return initial_state(
-            key, env_params, setup, network, config, optimizer(hp).init
+        state = initial_state(
+            key, env_params, setup, agent.init, config, optimizer(hp).init
         )
+        carry = agent.initial_carry((config.num_envs,))
+        return state._replace(rollout=state.rollout._replace(agent=carry))
+
+    def split(batch):
+        """``[T, B, ...]`` leaves as the minibatches' samples: flat ``[T·B,
+        ...]`` without memory, ``[B, T, ...]`` sequences with it."""
+        if agent.memory:
+            return jax.tree.map(lambda x: jnp.swapaxes(x, 0, 1), batch)
+        return jax.tree.map(lambda x: x.reshape((local_batch,) + x.shape[2:]), batch)
 
     def learn(params, opt_state, traj: Transition, key, hp):
         """The learner's batch from one ``[T, B]`` rollout, then epochs ×
         minibatches of optimiser steps; ``(params, opt_state, stats)`` with
         the stats averaged over all steps (and devices)."""
-        batch = learner.batch(params, traj, hp)
+        final = bootstrap_outputs(agent, params, traj)
+        memory = traj.extras[1] if agent.memory else None
+        if agent.memory:
+            traj = traj._replace(extras=traj.extras[0])
+        batch = learner.batch(traj, final, hp)
+        if agent.memory:
+            batch = batch._replace(obs=Sequences(batch.obs, memory.first, memory.carry))
         tx = optimizer(hp)
-        flat, unravel, apply_fn = flat_apply(network, params)
+        flat, unravel = ravel_pytree(params)
+
+        def apply_fn(flat_params, obs):
+            params = unravel(flat_params)
+            if agent.memory:
+                return agent.unroll(params, carry_at(obs.carry), obs.obs, obs.first)
+            return agent.unroll(params, (), obs, None)
 
         def step(carry, minibatch):
             flat, opt_state = carry
+            if agent.memory and not learner.whole_batch:  # [M, T] -> [T, M]
+                minibatch = jax.tree.map(lambda x: jnp.swapaxes(x, 0, 1), minibatch)
             flat, opt_state, stats = gradient_step(
                 tx, learner.loss, apply_fn, flat, opt_state, minibatch, hp,
                 axis_name=axis_name,
@@ -108,9 +160,7 @@ def on_policy_trainer(
         if learner.whole_batch:
             (flat, opt_state), stats = step((flat, opt_state), batch)
         else:
-            samples = jax.tree.map(
-                lambda x: x.reshape((local_batch,) + x.shape[2:]), batch
-            )
+            samples = split(batch)
 
             def epoch(carry, epoch_key):
                 shuffled = shuffled_minibatches(epoch_key, samples, minibatches)
@@ -128,11 +178,23 @@ def on_policy_trainer(
         norm = state.normalizer
         env_steps = state.update_step * config.steps_per_update
 
-        def act(params, obs, key):
-            return learner.act(params, normalize_obs(norm, obs), key, hp, env_steps)
+        def act(params, obs, key, carry=(), first=None):
+            obs = normalize_obs(norm, obs)
+            next_carry, out = agent.step(params, carry, obs, first)
+            action, env_action, extras = learner.act(out, key, hp, env_steps)
+            if not agent.memory:
+                return action, env_action, extras
+            memory = Memory(first, carry, next_carry)
+            return action, env_action, (extras, memory), next_carry
 
         rollout_state, traj, episodes = rollout(
-            env, env_params, act, state.params, state.rollout, config.num_steps
+            setup.env,
+            env_params,
+            act,
+            state.params,
+            state.rollout,
+            config.num_steps,
+            memory=agent.memory,
         )
         norm, traj = normalize_rollout(norm, traj, hp.gamma)
         key, learn_key = jax.random.split(rollout_state.key)
@@ -142,20 +204,27 @@ def on_policy_trainer(
         tracker, metrics = episode_metrics(
             episodes, rollout_state.env_state, state.episodes, axis_name
         )
-        new_state = TrainState(
-            params,
-            opt_state,
-            rollout_state._replace(key=key),
-            state.update_step + 1,
-            tracker,
-            norm,
+        new_state = state._replace(
+            params=params,
+            opt_state=opt_state,
+            rollout=rollout_state._replace(key=key),
+            update_step=state.update_step + 1,
+            episodes=tracker,
+            normalizer=norm,
         )
         extra = learner.metrics(hp, env_steps)
         return new_state, {**metrics, **stats._asdict(), **extra}
 
     def host_act(params, obs, key):
-        return learner.act(params, obs, key, None, 0)
+        return learner.act(agent.step(params, (), obs, None)[1], key, None, 0)
 
-    return feed_forward_trainer(
-        config, setup, network, init, update, learner.policy, HostLoop(host_act, learn)
+    return Trainer(
+        config,
+        setup,
+        agent.network,
+        init,
+        scan_updates(update),
+        learner.policy,
+        agent.initial_carry,
+        None if agent.memory else HostLoop(host_act, learn),
     )

@@ -15,18 +15,20 @@ import jax.numpy as jnp
 
 from ondevice_rl.networks import PolicyOutput, sample_action
 from ondevice_rl.normalize import normalize_obs
+from ondevice_rl.train.kit.agent import Agent
 from ondevice_rl.train.kit.env_setup import EnvSetup
 from ondevice_rl.train.kit.exploration import epsilon_greedy
 from ondevice_rl.train.kit.state import PolicyParams
 
 
-def network_input(params: Any, obs: jax.Array) -> tuple[Any, jax.Array]:
-    """``(network params, obs as the network sees it)``."""
+def network_input(params: Any, obs: jax.Array, carry: Any) -> tuple:
+    """``Agent.step``'s arguments: ``(network params, carry, obs as the
+    network sees it, first=None)``."""
     if not isinstance(params, PolicyParams):
-        return params, obs
+        return params, carry, obs, None
     if params.normalizer is not None:
         obs = normalize_obs(params.normalizer, obs)
-    return params.network, obs
+    return params.network, carry, obs, None
 
 
 def mask_logits(pi: PolicyOutput, mask: jax.Array | None) -> PolicyOutput:
@@ -36,12 +38,13 @@ def mask_logits(pi: PolicyOutput, mask: jax.Array | None) -> PolicyOutput:
     return pi._replace(logits_or_mean=jnp.where(mask, pi.logits_or_mean, -jnp.inf))
 
 
-def actor_critic_policy(network: Any, setup: EnvSetup) -> Callable:
+def actor_critic_policy(agent: Agent, setup: EnvSetup) -> Callable:
     """Samples from the policy head, or acts by the argmax of its logits or
     its Gaussian mean (``deterministic``); Box actions clipped to the space."""
 
     def policy(params, carry, obs, key, deterministic, mask=None):
-        pi = mask_logits(network.apply(*network_input(params, obs)), mask)
+        carry, pi = agent.step(*network_input(params, obs, carry))
+        pi = mask_logits(pi, mask)
         if not deterministic:
             action = sample_action(key, pi)
         elif pi.log_std is None:
@@ -53,12 +56,12 @@ def actor_critic_policy(network: Any, setup: EnvSetup) -> Callable:
     return policy
 
 
-def q_policy(network: Any, epsilon: float) -> Callable:
+def q_policy(agent: Agent, epsilon: float) -> Callable:
     """Greedy on the action values (``deterministic``), else ε-greedy with
     ``epsilon`` (the learner's final exploration rate)."""
 
     def policy(params, carry, obs, key, deterministic, mask=None):
-        q = network.apply(*network_input(params, obs))
+        carry, q = agent.step(*network_input(params, obs, carry))
         eps = 0.0 if deterministic else epsilon
         if eps == 0.0:
             if mask is not None:

@@ -69,17 +69,17 @@ def initial_state(
     key: jax.Array,
     env_params: Any,
     setup: EnvSetup,
-    network: Any,
+    init_params: Callable[[jax.Array], Any],
     config: Any,
     init_opt_state: Callable[[jax.Array], Any],
     extra: Callable[[Any], Any] = lambda params: (),
 ) -> TrainState:
-    """A fresh ``TrainState``: network params, ``config.num_envs`` reset envs,
+    """A fresh ``TrainState``: ``init_params(key)``, ``config.num_envs`` reset envs,
     the optimiser state ``init_opt_state(flat_params)``, empty episode stats,
     a normaliser if the config asks for one, and ``extra(params)``."""
     env_params = setup.default_params if env_params is None else env_params
     net_key, env_key, key = jax.random.split(key, 3)
-    params = network.init(net_key, jnp.zeros(setup.obs_shape, jnp.float32))
+    params = init_params(net_key)
     rollout_state = batch_reset(setup.env, env_params, env_key, config.num_envs)
     normalizer = init_normalizer(
         setup.obs_shape,

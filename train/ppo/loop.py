@@ -13,14 +13,14 @@ from typing import NamedTuple
 import jax
 import optax
 
-from ondevice_rl.networks import ActorCritic, log_prob, sample_action
+from ondevice_rl.networks import log_prob, sample_action
 from ondevice_rl.returns import gae
 from ondevice_rl.rollout import Transition
+from ondevice_rl.train.kit.agent import build_agent
 from ondevice_rl.train.kit.env_setup import make_env
 from ondevice_rl.train.kit.on_policy import OnPolicyLearner, on_policy_trainer
 from ondevice_rl.train.kit.policies import actor_critic_policy
 from ondevice_rl.train.kit.protocol import Trainer, TrainOutput, whole_run
-from ondevice_rl.train.kit.state import build_network
 from ondevice_rl.train.ppo.config import Hyperparams, PPOConfig
 from ondevice_rl.train.ppo.loss import Minibatch, ppo_loss
 
@@ -39,24 +39,24 @@ def make_trainer(
     of a data-parallel run (``train/ppo/data_parallel.py``)."""
     if axis_name is not None and (config.normalize_obs or config.normalize_rewards):
         raise ValueError("data-parallel PPO does not normalise obs or rewards")
+    if axis_name is not None and config.memory != "none":
+        raise ValueError("data-parallel PPO has no memory (use memory='none')")
     setup = make_env(config.env)
-    network = build_network(setup, config, "actor_critic")
+    agent = build_agent(setup, config, "actor_critic")
 
-    def act(params, obs, key, hp, env_steps):
-        pi = network.apply(params, obs)
+    def act(pi, key, hp, env_steps):
         action = sample_action(key, pi)
         extras = ActorExtras(log_prob(pi, action), pi.value)
         return action, setup.to_env_action(action), extras
 
-    def batch(params, traj: Transition, hp: Hyperparams) -> Minibatch:
+    def batch(traj: Transition, final, hp: Hyperparams) -> Minibatch:
         """GAE over the ``[T, B]`` rollout, bootstrapping from ``V(final_obs)``
         where an episode was truncated and at the rollout's end."""
-        next_values = network.apply(params, traj.final_obs, method=ActorCritic.value)
         extras = traj.extras
         adv, targets = gae(
             traj.reward,
             extras.value,
-            next_values,
+            final.value,
             traj.terminated,
             traj.truncated,
             hp.gamma,
@@ -72,8 +72,8 @@ def make_trainer(
             optax.adam(learning_rate, eps=1e-5),
         )
 
-    policy = actor_critic_policy(network, setup)
-    learner = OnPolicyLearner(network, act, batch, ppo_loss, optimizer, policy)
+    policy = actor_critic_policy(agent, setup)
+    learner = OnPolicyLearner(agent, act, batch, ppo_loss, optimizer, policy)
     return on_policy_trainer(config, setup, learner, axis_name, num_devices)
 
 

@@ -15,12 +15,12 @@ import optax
 
 from ondevice_rl.returns import lambda_returns
 from ondevice_rl.rollout import Transition
+from ondevice_rl.train.kit.agent import build_agent
 from ondevice_rl.train.kit.env_setup import make_env, require_discrete
 from ondevice_rl.train.kit.exploration import epsilon_greedy, linear_epsilon
 from ondevice_rl.train.kit.on_policy import OnPolicyLearner, on_policy_trainer
 from ondevice_rl.train.kit.policies import q_policy
 from ondevice_rl.train.kit.protocol import Trainer, TrainOutput, whole_run
-from ondevice_rl.train.kit.state import build_network
 from ondevice_rl.train.pqn.config import Hyperparams, PQNConfig
 
 
@@ -54,23 +54,22 @@ def td_loss(apply_fn, params, batch: Minibatch, hp: Hyperparams):
 def make_trainer(config: PQNConfig) -> Trainer:
     """Builds the program's pieces (ValueError for a continuous action space)."""
     setup = require_discrete(make_env(config.env), "pqn", config.env)
-    network = build_network(setup, config, "q", layer_norm=config.layer_norm)
+    agent = build_agent(setup, config, "q", layer_norm=config.layer_norm)
 
     def epsilon(hp: Hyperparams, env_steps) -> jax.Array:
         return linear_epsilon(
             env_steps, config.exploration_steps, hp.eps_start, hp.eps_end
         )
 
-    def act(params, obs, key, hp, env_steps):
-        q = network.apply(params, obs)
+    def act(q, key, hp, env_steps):
         action = epsilon_greedy(key, q, epsilon(hp, env_steps))
         return action, action, ()
 
-    def batch(params, traj: Transition, hp: Hyperparams) -> Minibatch:
+    def batch(traj: Transition, final_q, hp: Hyperparams) -> Minibatch:
         """Q(λ) targets bootstrapping from ``max_a Q(final_obs, a)`` of the
         network that collected ``traj`` (truncation bootstraps, termination
         does not); fixed over the epochs."""
-        next_q = jnp.max(network.apply(params, traj.final_obs), axis=-1)  # [T, B]
+        next_q = jnp.max(final_q, axis=-1)  # [T, B]
         targets = lambda_returns(
             traj.reward,
             next_q,
@@ -89,8 +88,8 @@ def make_trainer(config: PQNConfig) -> Trainer:
     def metrics(hp: Hyperparams, env_steps) -> dict:
         return {"epsilon": epsilon(hp, env_steps)}
 
-    policy = q_policy(network, config.eps_end)
-    learner = OnPolicyLearner(network, act, batch, td_loss, optimizer, policy, metrics)
+    policy = q_policy(agent, config.eps_end)
+    learner = OnPolicyLearner(agent, act, batch, td_loss, optimizer, policy, metrics)
     return on_policy_trainer(config, setup, learner)
 
 

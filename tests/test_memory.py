@@ -1,0 +1,184 @@
+"""Recurrent policies (``memory="gru"``/``"lstm"``) for PPO, A2C and PQN:
+probes that need memory, the carry through rollouts, losses, truncation
+bootstraps, evaluation and resume."""
+
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from ondevice_rl import make
+from ondevice_rl.evaluation import evaluate
+from ondevice_rl.metrics import final_return
+from ondevice_rl.rollout import batch_reset, rollout
+from ondevice_rl.train import get_algorithm, resume_training, run_training
+from ondevice_rl.train.kit.agent import build_agent, carry_at
+from ondevice_rl.train.kit.env_setup import make_env
+from ondevice_rl.train.kit.on_policy import Memory, bootstrap_outputs
+from ondevice_rl.train.kit.state import policy_params
+
+SEEDS = jax.random.split(jax.random.PRNGKey(0), 2)
+PROBE = {
+    "ppo": dict(num_minibatches=4, update_epochs=4, learning_rate=3e-3),
+    "a2c": dict(learning_rate=3e-3, optimizer="adam"),
+    "pqn": dict(
+        num_minibatches=4,
+        update_epochs=4,
+        learning_rate=3e-3,
+        exploration_steps=7_500,
+        eps_end=0.01,
+        lr_schedule="constant",
+    ),
+}
+
+
+def _probe_config(name, memory, total=30_000):
+    return get_algorithm(name).config(
+        env="Probe-Memory-v0",
+        memory=memory,
+        memory_size=32,
+        hidden=(32,),
+        num_envs=16,
+        num_steps=12,
+        total_timesteps=total,
+        gamma=0.9,
+        **PROBE[name],
+    )
+
+
+@functools.cache
+def _trained(name, memory):
+    config = _probe_config(name, memory)
+    train = jax.vmap(get_algorithm(name).make_train(config), in_axes=(0, None))
+    return config, jax.jit(train)(SEEDS, config.hyperparams)
+
+
+@pytest.mark.parametrize("name", ["ppo", "a2c", "pqn"])
+def test_cue_after_a_delay_needs_memory(name):
+    # One of 2 cues, the reward for the matching action 5 steps later.
+    _, ff = _trained(name, "none")
+    _, gru = _trained(name, "gru")
+    assert np.all(final_return(np.asarray(ff.metrics["episode_return"])) <= 0.55)
+    assert np.all(final_return(np.asarray(gru.metrics["episode_return"])) >= 0.95)
+
+
+def test_evaluation_carries_the_memory():
+    config, out = _trained("ppo", "gru")
+    trainer = get_algorithm("ppo").make_trainer(config)
+    params = jax.tree.map(lambda x: x[0], policy_params(out.state))
+    result = jax.jit(
+        lambda p, k: evaluate(
+            trainer.policy,
+            p,
+            trainer.env,
+            None,
+            k,
+            32,
+            True,
+            trainer.initial_carry((32,)),
+        )  # fmt: skip
+    )(params, jax.random.key(5))
+    np.testing.assert_array_equal(result["return"], 1.0)
+
+
+@pytest.mark.parametrize("kind", ["gru", "lstm"])
+def test_sequences_replay_from_the_stored_carry(kind):
+    """The loss's unroll over a stored rollout gives the outputs it was
+    acted with: the carry starts afresh where an episode starts."""
+    config = get_algorithm("ppo").config(
+        env="Probe-Memory-v0", memory=kind, memory_size=8, hidden=(8,)
+    )
+    setup = make_env(config.env)
+    agent = build_agent(setup, config, "actor_critic")
+    params = agent.init(jax.random.key(0))
+    state = batch_reset(setup.env, setup.default_params, jax.random.key(1), 3)
+    state = state._replace(agent=agent.initial_carry((3,)))
+
+    def act(params, obs, key, carry, first):
+        next_carry, pi = agent.step(params, carry, obs, first)
+        return (
+            jnp.argmax(pi.logits_or_mean, -1),
+            None,
+            (pi.value, first, carry),
+            next_carry,
+        )
+
+    state, traj, episodes = jax.jit(
+        lambda s: rollout(setup.env, setup.default_params, act, params, s, 20, True)
+    )(state)
+    value, first, carries = traj.extras
+    assert np.all(first[0]) and np.any(first[1:]) and np.any(~first[1:])
+    np.testing.assert_array_equal(first[1:], episodes.done[:-1])
+    replayed = agent.unroll(params, carry_at(carries), traj.obs, first)
+    np.testing.assert_allclose(replayed.value, value, rtol=1e-5, atol=1e-6)
+
+
+def test_truncation_bootstraps_with_the_episodes_memory():
+    """At a time limit, V(final obs) is taken from the carry the episode
+    built (replayed here step by step from the stored start), not from a
+    fresh one, which could not know the cue."""
+    config = get_algorithm("ppo").config(
+        env="Probe-MemoryTruncation-v0", memory="gru", memory_size=8, hidden=(8,),
+        num_envs=4, num_steps=12,
+    )  # fmt: skip
+    trainer = get_algorithm("ppo").make_trainer(config)
+    agent = build_agent(trainer.setup, config, "actor_critic")
+    state = trainer.init(jax.random.key(0), config.hyperparams)
+    params, setup = state.params, trainer.setup
+
+    def act(params, obs, key, carry, first):
+        next_carry, pi = agent.step(params, carry, obs, first)
+        action = jnp.argmax(pi.logits_or_mean, -1)
+        return action, action, Memory(first, carry, next_carry), next_carry
+
+    _, traj, _ = rollout(
+        setup.env, setup.default_params, act, params, state.rollout, 12, True
+    )
+    traj = traj._replace(extras=((), traj.extras))
+    final = bootstrap_outputs(agent, params, traj).value  # [T, B]
+    truncated = np.asarray(traj.truncated)
+    assert truncated.any()
+    memory = traj.extras[1]
+    carry = carry_at(memory.carry)
+    for t in range(12):  # the episode's carry after step t, replayed
+        carry, _ = agent.step(params, carry, traj.obs[t], memory.first[t])
+        _, own = agent.step(params, carry, traj.final_obs[t], None)
+        _, fresh = agent.step(
+            params, agent.initial_carry((4,)), traj.final_obs[t], None
+        )
+        cut = truncated[t]
+        if cut.any():
+            np.testing.assert_allclose(final[t][cut], own.value[cut], rtol=1e-5)
+            assert not np.allclose(final[t][cut], fresh.value[cut])
+
+
+def test_recurrent_run_resumes_to_the_same_numbers(tmp_path):
+    config = _probe_config("ppo", "gru", total=12 * 16 * 12)
+    whole = run_training(config, seed=3, num_segments=4, progress=False)
+
+    def stop_after_first(done, steps, latest):
+        raise KeyboardInterrupt
+
+    out = tmp_path / "run"
+    first = run_training(
+        config, seed=3, out_dir=out, num_segments=4, progress=False,
+        on_segment=stop_after_first,
+    )  # fmt: skip
+    assert first.interrupted
+    rest = resume_training(out, progress=False)
+    for key in whole.metrics:
+        np.testing.assert_array_equal(rest.metrics[key], whole.metrics[key])
+
+
+def test_pomdp_variants_keep_positions_only():
+    full, params = make("CartPole-v1")
+    novel, _ = make("CartPole-NoVel-v1")
+    key = jax.random.key(0)
+    obs, _ = full.reset(key, params)
+    masked, _ = novel.reset(key, params)
+    np.testing.assert_array_equal(masked, obs[jnp.array([0, 2])])
+    assert novel.observation_space(params).shape == (2,)
+    pendulum, pendulum_params = make("Pendulum-NoVel-v1")
+    assert pendulum.observation_space(pendulum_params).shape == (2,)

@@ -1,0 +1,80 @@
+"""A learner's network as the kit drives it: with memory or without.
+
+``Agent.step(params, carry, obs [B, ...], first [B] or None) -> (carry,
+out)`` acts (``first`` marks observations whose episode starts there: the
+carry starts afresh; None: none does);
+``Agent.unroll(params, carry, obs [T, M, ...], first [T, M]) -> out [T, M,
+...]`` replays sequences for the loss. Without memory (``config.memory ==
+"none"``) the carry is ``()`` and both are the network applied as it is, so a
+feed-forward learner's program is unchanged.
+"""
+
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from ondevice_rl.recurrent import MemoryNet, initial_carry, unroll
+from ondevice_rl.train.kit.env_setup import EnvSetup
+from ondevice_rl.train.kit.state import build_network
+
+
+class Agent(NamedTuple):
+    network: Any  # the flax module (a MemoryNet around the head with memory)
+    memory: bool
+    init: Callable  # key -> params
+    initial_carry: Callable  # batch_shape -> carry
+    step: Callable
+    unroll: Callable
+
+
+def build_agent(setup: EnvSetup, config: Any, kind: str, **kwargs: Any) -> Agent:
+    """The agent of ``build_network(setup, config, kind)``, behind a GRU or
+    LSTM core of ``config.memory_size`` when ``config.memory`` asks for one."""
+    memory = getattr(config, "memory", "none")
+    obs = jnp.zeros(setup.obs_shape, jnp.float32)
+    if memory == "none":
+        network = build_network(setup, config, kind, **kwargs)
+
+        def no_carry(batch_shape=()):
+            return ()
+
+        def step(params, carry, obs, first):
+            return carry, network.apply(params, obs)
+
+        def replay(params, carry, obs, first):
+            return network.apply(params, obs)
+
+        return Agent(
+            network,
+            False,
+            lambda key: network.init(key, obs),
+            no_carry,
+            step,
+            replay,
+        )
+    features = setup._replace(obs_shape=(config.memory_size,))
+    head = build_network(features, config, kind, **kwargs)
+    network = MemoryNet(head, memory, config.memory_size, obs_ndim=len(setup.obs_shape))
+
+    def carry_for(batch_shape=()):
+        return initial_carry(memory, config.memory_size, tuple(batch_shape))
+
+    def init(key):
+        return network.init(key, carry_for(), obs, jnp.bool_(True))
+
+    def step(params, carry, obs, first):
+        if first is None:  # acting within an episode: no reset
+            first = jnp.zeros(jax.tree.leaves(carry)[0].shape[:-1], jnp.bool_)
+        return network.apply(params, carry, obs, first)
+
+    def replay(params, carry, obs, first):
+        return unroll(network, params, carry, obs, first)
+
+    return Agent(network, True, init, carry_for, step, replay)
+
+
+def carry_at(carries: Any, t: int = 0) -> Any:
+    """The carry stored at step ``t`` of ``[T, B, ...]`` carries."""
+    return jax.tree.map(lambda c: c[t], carries)
