@@ -92,8 +92,8 @@ def chosen_algorithm(argv: list[str]) -> str:
         try:
             info = json.loads((Path(known.resume) / CONFIG_FILE).read_text())
             return str(info.get("algo", DEFAULT))
-        except (OSError, ValueError):
-            return DEFAULT
+        except (OSError, ValueError, AttributeError):
+            return DEFAULT  # the run's own checks name what is wrong
     if known.recipe is not None:
         from ondevice_rl.train.recipes.loader import recipe_algorithm
 

@@ -1,18 +1,19 @@
 """``ondevice-rl eval`` and ``ondevice-rl render``: use what you trained.
 
-``eval RUN_DIR`` restores the run's latest checkpoint and runs ``--episodes``
+``eval RUN_DIR`` restores the run's newest checkpoint that verifies (a
+newer damaged one is named in one line and skipped) and runs ``--episodes``
 whole episodes on the device, vmapped in one compiled program
 (``ondevice_rl/evaluation.py``); it prints mean ± std, min and max of the returns and
 lengths and writes ``eval.json`` (strict JSON) into RUN_DIR. ``render
 RUN_DIR --out episode.gif`` draws one episode (``train/use/render.py``).
 """
 
-import sys
 import time
 from pathlib import Path
 
 from ondevice_rl.ranges import MAX_INT
 from ondevice_rl.train.cli.args import int_arg, one_line_errors, positive_int_arg
+from ondevice_rl.train.cli.errors import WRITE_FAILED, fail
 from ondevice_rl.train.run.checks import SEED_RANGE, RunArgError, check_seed
 
 EVAL_FILE = "eval.json"
@@ -83,13 +84,6 @@ def add_subcommands(subparsers, algo: str | None = None) -> None:
     one_line_errors(render)
 
 
-def _error(command: str, message: object) -> int:
-    if isinstance(message, KeyError) and message.args:
-        message = message.args[0]
-    print(f"ondevice-rl {command}: error: {message}", file=sys.stderr)
-    return 2
-
-
 def _check_seed(seed: int) -> None:
     try:
         check_seed(seed)
@@ -145,7 +139,7 @@ def _eval(args) -> int:
     except (ValueError, KeyError, OSError) as e:
         if args.debug:
             raise
-        return _error("eval", e)
+        return fail("eval", e)
     summary = summarize(result)
     config = run.spec.config
     mode = "deterministic" if args.deterministic else "sampled"
@@ -178,7 +172,7 @@ def _eval(args) -> int:
     try:
         write_json(path, record)
     except OSError as e:
-        return _error("eval", f"cannot write {path} ({e.strerror})")
+        return fail("eval", f"cannot write {path} ({e.strerror})", WRITE_FAILED)
     print(f"  file     {path}")
     return 0
 
@@ -195,7 +189,7 @@ def _render(args) -> int:
     except (ValueError, KeyError, OSError) as e:
         if args.debug:
             raise
-        return _error("render", e)
+        return fail("render", e)
     print(
         f"wrote {done['path']}: {done['frames']} frames, return "
         f"{done['return']:.2f}, length {done['length']}"

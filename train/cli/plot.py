@@ -5,6 +5,7 @@ import sys
 from pathlib import Path
 
 from ondevice_rl.train.cli.args import one_line_errors, positive_int_arg
+from ondevice_rl.train.cli.errors import fail
 
 
 def add_subcommands(subparsers, algo: str | None = None) -> None:
@@ -40,14 +41,15 @@ def add_subcommands(subparsers, algo: str | None = None) -> None:
 def _plot(args) -> int:
     from ondevice_rl.train.use.plots import load_curves, plot_curves
 
+    def warn(message: str) -> None:
+        print(f"ondevice-rl plot: warning: {message}", file=sys.stderr, flush=True)
+
     try:
-        curves = load_curves(args.paths, args.metric, args.top)
+        curves = load_curves(args.paths, args.metric, args.top, warn)
         path = plot_curves(curves, args.out, args.metric, args.title)
     except (ValueError, KeyError, OSError) as e:
         if args.debug:
             raise
-        message = e.args[0] if isinstance(e, KeyError) and e.args else e
-        print(f"ondevice-rl plot: error: {message}", file=sys.stderr)
-        return 2
+        return fail("plot", e)
     print(f"wrote {path}: {len(curves)} curve(s)")
     return 0

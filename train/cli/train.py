@@ -21,6 +21,7 @@ from ondevice_rl.train.cli.args import (
     int_arg,
     one_line_errors,
 )
+from ondevice_rl.train.cli.errors import WRITE_FAILED, fail
 from ondevice_rl.train.kit.registry import DEFAULT, algorithms, get_algorithm
 from ondevice_rl.train.run.artifacts import (
     CHECKPOINT_DIR,
@@ -142,13 +143,6 @@ def add_subcommands(subparsers, algo: str = DEFAULT) -> None:
     one_line_errors(train)
 
 
-def _error(command: str, message: object) -> int:
-    if isinstance(message, KeyError) and message.args:
-        message = message.args[0]  # str(KeyError) adds quotes
-    print(f"ondevice-rl {command}: error: {message}", file=sys.stderr)
-    return 2
-
-
 def _build_config(args):
     """The chosen algorithm's config: recipe values, then flags. Raises
     ValueError/KeyError/FileNotFoundError with one-line messages (the env
@@ -172,14 +166,27 @@ def _build_config(args):
     return config_from_dict({**base, **overrides}, algorithm, where="config")
 
 
+def _plain(value):
+    """Lists and tuples alike, for comparing a flag with a stored field."""
+    return list(value) if isinstance(value, tuple | list) else value
+
+
 def _resume_flags(args) -> dict:
     """The flags given beside ``--resume``: only ``--total-timesteps`` may
     differ from the stored run (ValueError otherwise)."""
+    from ondevice_rl.train.kit.registry import algorithm_of
     from ondevice_rl.train.run.run_spec import RunSpec
 
     spec = RunSpec.stored_in(args.resume)
     if args.out is not None or args.recipe is not None or args.force:
         raise ValueError("--resume takes no --out, --recipe or --force")
+    stored_algo = algorithm_of(spec.config).name
+    if args.algo != stored_algo:  # its default is the stored run's
+        raise ValueError(
+            f"--algo {args.algo} would change the program of the run in "
+            f"{args.resume} ({stored_algo}); only --total-timesteps may change "
+            "on --resume"
+        )
     if args.seed is not None and args.seed != spec.seed:
         raise ValueError(f"--seed {args.seed} differs from the run's ({spec.seed})")
     if args.segments is not None:
@@ -195,7 +202,7 @@ def _resume_flags(args) -> dict:
         value = getattr(args, field.name, None)
         if value is None or field.name == "total_timesteps":
             continue
-        if (list(value) if isinstance(value, tuple) else value) != stored[field.name]:
+        if _plain(value) != _plain(stored[field.name]):
             raise ValueError(
                 f"{flag_name(field.name)} {value} would change the program of the "
                 f"run in {args.resume} (stored {stored[field.name]}); only "
@@ -206,7 +213,11 @@ def _resume_flags(args) -> dict:
 
 def _train(args) -> int:
     from ondevice_rl.train.run.artifacts import RunDirError
-    from ondevice_rl.train.run.runner import resume_training, run_training
+    from ondevice_rl.train.run.runner import (
+        RunWriteError,
+        resume_training,
+        run_training,
+    )
 
     try:
         if args.resume is not None:
@@ -235,7 +246,12 @@ def _train(args) -> int:
     except (ValueError, KeyError, FileNotFoundError, RunDirError) as e:
         if args.debug:
             raise
-        return _error("train", e.worded(RUN_FLAGS) if isinstance(e, RunArgError) else e)
+        return fail("train", e.worded(RUN_FLAGS) if isinstance(e, RunArgError) else e)
+    except OSError as e:  # RunWriteError: a failed write stopped the run
+        if args.debug:
+            raise
+        message = e if isinstance(e, RunWriteError) else f"{e.filename}: {e.strerror}"
+        return fail("train", message, WRITE_FAILED)
     return _report(args, result, cache)
 
 

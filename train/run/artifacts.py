@@ -1,16 +1,22 @@
 """Files a training run leaves behind: ``config.json``, ``metrics.jsonl``,
-``curve.png`` (the runner adds ``checkpoint/``).
+``curve.png`` (the runner adds ``checkpoint/``, ``.lock`` marks a writer).
 
 Every JSON file is strict JSON: non-finite numbers are written as null.
+Every file is read back through a validating reader (``read_json``,
+``read_metrics``; ``config.json`` by ``RunSpec.load``): a damaged file is a
+one-line ``RunDirError`` naming it, never a traceback.
 
 Metrics are host arrays ``name -> [U]`` (one value per update, ``U`` updates
 completed); update ``i`` (1-based) ends at ``i * steps_per_update`` env steps.
+``metrics.jsonl`` rows are keyed by their ``update`` field, not their line.
 """
 
+import contextlib
 import json
 import math
 import os
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +26,7 @@ CONFIG_FILE = "config.json"
 METRICS_FILE = "metrics.jsonl"
 CURVE_FILE = "curve.png"
 CHECKPOINT_DIR = "checkpoint"
+LOCK_FILE = ".lock"
 
 
 def env_steps_axis(num_updates: int, steps_per_update: int) -> np.ndarray:
@@ -51,13 +58,32 @@ def write_json(path: Path, data: dict) -> Path:
     leaves the old file or the new one, never half of one."""
     text = json.dumps(_strict(data), indent=2, default=str, allow_nan=False)
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text + "\n")
-    os.replace(tmp, path)
+    try:
+        tmp.write_text(text + "\n")
+        os.replace(tmp, path)
+    except OSError:
+        with contextlib.suppress(OSError):
+            tmp.unlink()  # a full disk: leave no half file behind
+        raise
     return path
 
 
 def read_json(path: Path) -> dict:
-    return json.loads(Path(path).read_text())
+    """A JSON object from ``path``; ``RunDirError`` (one line) if the file
+    is missing, unreadable, not JSON or not an object."""
+    try:
+        data = json.loads(Path(path).read_text())
+    except OSError as e:
+        raise RunDirError(f"{path}: cannot read it ({e.strerror})") from None
+    except UnicodeDecodeError:
+        raise RunDirError(f"{path}: not a text file") from None
+    except json.JSONDecodeError as e:
+        raise RunDirError(
+            f"{path}: not valid JSON ({e.msg} at line {e.lineno})"
+        ) from None
+    if not isinstance(data, dict):
+        raise RunDirError(f"{path}: not a JSON object")
+    return data
 
 
 def metric_rows(
@@ -89,24 +115,65 @@ def append_metrics(
         os.fsync(f.fileno())
 
 
-def read_metrics(path: str | Path) -> list[dict]:
-    """The complete rows of a ``metrics.jsonl`` file (a torn last line, if
-    any, is ignored)."""
-    rows = []
-    with Path(path).open() as f:
-        for line in f:
-            if line.endswith("\n") and line.strip():
-                rows.append(json.loads(line))
-    return rows
+def _is_int(x: object) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool)
+
+
+def _row_problem(row: object) -> str | None:
+    """Why a parsed line is not a metrics row, or None."""
+    if not isinstance(row, dict):
+        return "not a JSON object"
+    update = row.get("update")
+    if not _is_int(update) or update < 1:
+        return f"update must be a positive integer, got {update!r}"
+    for name, value in row.items():
+        if value is not None and (
+            isinstance(value, bool) or not isinstance(value, int | float)
+        ):
+            return f"{name} must be a number or null, got {value!r}"
+    return None
+
+
+def read_metrics(
+    path: str | Path, on_bad_line: Callable[[str], None] | None = None
+) -> list[dict]:
+    """The rows of a ``metrics.jsonl`` file by ascending ``update`` (a later
+    row for the same update replaces an earlier one). A torn last line (no
+    newline: a kill mid-write) is ignored. Any other bad line is a
+    ``RunDirError`` naming the file and line, or, with ``on_bad_line``, that
+    message passed to it and the line skipped."""
+    rows: dict[int, dict] = {}
+    with Path(path).open(errors="replace") as f:
+        for number, line in enumerate(f, 1):
+            if not line.endswith("\n"):
+                break
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+                problem = _row_problem(row)
+            except json.JSONDecodeError as e:
+                problem = f"not JSON ({e.msg})"
+            if problem is not None:
+                message = f"{path}, line {number}: {problem}"
+                if on_bad_line is None:
+                    raise RunDirError(message)
+                on_bad_line(message)
+                continue
+            rows[row["update"]] = row
+    return [rows[u] for u in sorted(rows)]
 
 
 def truncate_metrics(path: Path, updates: int) -> list[dict]:
-    """Keeps the first ``updates`` rows of ``metrics.jsonl`` (resuming from
-    that checkpoint); returns them."""
-    rows = read_metrics(path)[:updates] if path.exists() else []
-    if len(rows) != updates:
+    """Keeps the rows of updates ``1..updates`` of ``metrics.jsonl``
+    (resuming from that checkpoint: later rows are replaced); returns them.
+    ``RunDirError`` if a bad line or a missing update stands in the way."""
+    rows = read_metrics(path) if path.exists() else []
+    rows = [r for r in rows if r["update"] <= updates]
+    if [r["update"] for r in rows] != list(range(1, updates + 1)):
         raise RunDirError(
-            f"{path} holds {len(rows)} complete updates, the checkpoint {updates}"
+            f"{path} holds {len(rows)} of the {updates} updates before the "
+            "checkpoint it resumes from"
         )
     text = "".join(json.dumps(r, allow_nan=False) + "\n" for r in rows)
     tmp = path.with_name(path.name + ".tmp")
@@ -130,7 +197,7 @@ def prepare_run_dir(out: Path, resume: bool = False, force: bool = False) -> Non
     (replace it). Raises ``RunDirError``."""
     if out.exists() and not out.is_dir():
         raise RunDirError(f"--out {out} is a file, not a directory")
-    earlier = out.is_dir() and any(out.iterdir())
+    earlier = out.is_dir() and any(p.name != LOCK_FILE for p in out.iterdir())
     if resume:
         if not (out / CONFIG_FILE).is_file():
             raise RunDirError(f"--resume {out}: no {CONFIG_FILE} there, not a run")
@@ -140,7 +207,13 @@ def prepare_run_dir(out: Path, resume: bool = False, force: bool = False) -> Non
                 f"--out {out} holds an earlier run; --resume continues it, "
                 "--force replaces it"
             )
-        shutil.rmtree(out)
+        for path in out.iterdir():  # the lock (if this process holds it) stays
+            if path.name == LOCK_FILE:
+                continue
+            if path.is_dir() and not path.is_symlink():
+                shutil.rmtree(path)
+            else:
+                path.unlink()
     try:
         out.mkdir(parents=True, exist_ok=True)
         probe = out / ".write-test"

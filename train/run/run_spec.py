@@ -7,7 +7,6 @@ enough to rebuild the exact program and continue the run from a checkpoint
 (``resume_training``). ``RunSpec.create`` checks a new run's arguments.
 """
 
-import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -21,8 +20,16 @@ from ondevice_rl.train.run import artifacts
 from ondevice_rl.train.run.checks import (
     DEFAULT_EVAL_EPISODES,
     DEFAULT_SEGMENTS,
+    SEED_BOUND,
+    SEED_RANGE,
     check_run_args,
 )
+
+_MISSING = object()
+
+
+def _positive(value: int) -> bool:
+    return value >= 1
 
 
 def env_params_dict(env_params: Any) -> dict | None:
@@ -139,25 +146,66 @@ class RunSpec(NamedTuple):
 
     @classmethod
     def load(cls, path: Path) -> "RunSpec":
-        """Reads a run's ``config.json`` (ValueError, one line, if unusable)."""
+        """Reads and checks a run's ``config.json``: an object naming a known
+        learner and env, its config fields, hyperparameters, seed and segment
+        settings of the right types and ranges (``RunDirError``, one line
+        naming the file and the field, otherwise)."""
         from ondevice_rl.train.recipes.loader import config_from_dict
 
+        info = artifacts.read_json(path)
+
+        def bad(message: str) -> artifacts.RunDirError:
+            return artifacts.RunDirError(f"{path}: {message}")
+
+        def field(name, kind, allowed, check=None, default=_MISSING):
+            value = info.get(name, default)
+            if value is _MISSING:
+                raise bad(f"no {name!r} field")
+            wrong = isinstance(value, bool) or not isinstance(value, kind)
+            if wrong or (value is not None and check and not check(value)):
+                raise bad(f"{name} must be {allowed}, got {value!r}")
+            return value
+
+        algo = field("algo", str, "a learner's name", default="ppo")
         try:
-            info = json.loads(Path(path).read_text())
-            algorithm = get_algorithm(info.get("algo", "ppo"))
-            config = config_from_dict(info["config"], algorithm, where=str(path))
-            hp = config.replace(**info["hyperparams"]).hyperparams
-            return cls(
-                config,
-                hp,
-                int(info["seed"]),
-                info.get("env_params"),
-                int(info["segment_length"]),
-                None if info.get("eval_every") is None else int(info["eval_every"]),
-                int(info.get("eval_episodes", DEFAULT_EVAL_EPISODES)),
-            )
-        except (OSError, json.JSONDecodeError, KeyError, TypeError) as e:
-            raise ValueError(f"{path}: not a resumable run ({e!r})") from None
+            algorithm = get_algorithm(algo)
+        except KeyError as e:
+            raise bad(e.args[0]) from None
+        values = field("config", dict, "an object of config fields")
+        hp = field("hyperparams", dict, "an object of numbers")
+        seed = field("seed", int, f"in {SEED_RANGE}", lambda v: 0 <= v < SEED_BOUND)
+        env_params = field("env_params", dict | None, "an object or null", None, None)
+        positive = "a positive integer"
+        segment_length = field("segment_length", int, positive, _positive)
+        eval_every = field(
+            "eval_every", int | None, f"{positive} or null", _positive, None
+        )
+        eval_episodes = field(
+            "eval_episodes", int, positive, _positive, DEFAULT_EVAL_EPISODES
+        )
+        try:
+            config = config_from_dict(values, algorithm, where=str(path))
+            unknown = sorted(set(hp) - set(config.HYPERPARAMS._fields))
+            if unknown:
+                raise ValueError(f"unknown hyperparameters {unknown}")
+            hyperparams = config.replace(**hp).hyperparams
+            env = trainer_for(config).env.unwrapped  # a known env, a usable one
+            if env_params is not None:
+                env_params = env.check_params(env_params)
+        except (ValueError, KeyError, TypeError) as e:
+            message = str(e.args[0] if isinstance(e, KeyError) and e.args else e)
+            if not message.startswith(str(path)):
+                message = f"{path}: {message}"
+            raise artifacts.RunDirError(message) from None
+        return cls(
+            config,
+            hyperparams,
+            seed,
+            env_params,
+            segment_length,
+            eval_every,
+            eval_episodes,
+        )
 
     def extended(self, total_timesteps: int) -> "RunSpec":
         """The same run with a larger ``total_timesteps``."""

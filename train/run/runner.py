@@ -19,6 +19,13 @@ compiled code.
   checkpoints and writes everything; a second one exits at once (the last
   checkpoint stays). ``resume_training`` continues from the latest
   checkpoint; on CPU the result equals the uninterrupted run's exactly.
+* Damage and concurrency: the run directory is locked while this process
+  writes it (``train/run/lock.py``), before anything compiles. A resume
+  starts from the newest checkpoint that verifies; newer ones that do not
+  are named in one line and moved aside (``Checkpoints.set_aside``). A
+  failed write (a full disk, a read-only directory) stops the run at once:
+  ``RunWriteError`` in one line, ``config.json`` recording the stop if it
+  still can; the last verified checkpoint stays for a resume.
 * NaN guard: every segment also returns whether all parameters are still
   finite; with the per-update losses this names the first bad update and
   metric. The run then stops without checkpointing the bad state.
@@ -40,12 +47,14 @@ from typing import Any
 import jax
 import numpy as np
 
-from ondevice_rl.checkpoint import Checkpoints
+from ondevice_rl.checkpoint import Checkpoints, describe_skipped
 from ondevice_rl.metrics import final_return
 from ondevice_rl.train.kit.registry import algorithm_of
-from ondevice_rl.train.run import artifacts
+from ondevice_rl.train.run import artifacts, recovery
 from ondevice_rl.train.run.checks import CHECKPOINT_SECONDS, check_run_args
+from ondevice_rl.train.run.lock import DirLock
 from ondevice_rl.train.run.plan import Segment, plan_segments
+from ondevice_rl.train.run.recovery import RunWriteError
 from ondevice_rl.train.run.run_files import RunFiles
 from ondevice_rl.train.run.run_spec import RunResult, RunSpec
 from ondevice_rl.train.run.segments import EVAL_METRIC, Evaluation, compile_programs
@@ -101,10 +110,14 @@ def run_training(
 
     Raises:
         ValueError: one line, before compiling: a bad argument
-            (``RunArgError``), hyperparameter, env param or output directory,
+            (``RunArgError``), hyperparameter, env param or output directory
+            (``RunDirError``; ``DirInUse`` when another process writes it),
             an env the learner cannot act in, or a state that would not fit
             in device memory.
         KeyError: an unknown env.
+        RunWriteError: a write into ``out_dir`` failed (a full disk, a
+            read-only directory): the run stopped there (one line, saying
+            whether ``config.json`` recorded the stop).
     """
     check_run_args(checkpoint_every=checkpoint_every)
     spec = RunSpec.create(
@@ -118,9 +131,10 @@ def run_training(
     )
     check_fits(config)
     out = Path(out_dir) if out_dir is not None else None
-    if out is not None:
-        artifacts.prepare_run_dir(out, force=force)
-    return _train(spec, out, False, progress, on_segment, checkpoint_every)
+    with DirLock(out) if out is not None else contextlib.nullcontext():
+        if out is not None:
+            artifacts.prepare_run_dir(out, force=force)
+        return _train(spec, out, False, progress, on_segment, checkpoint_every)
 
 
 def resume_training(
@@ -131,15 +145,23 @@ def resume_training(
     on_segment: SegmentCallback | None = None,
     checkpoint_every: int | None = None,
 ) -> RunResult:
-    """Continues the run in ``out_dir`` from its latest checkpoint with the
-    config, hyperparameters, seed and env params stored there;
-    ``total_timesteps`` may extend it (never shorten it)."""
+    """Continues the run in ``out_dir`` from its newest checkpoint that
+    verifies, with the config, hyperparameters, seed and env params stored
+    there; ``total_timesteps`` may extend it (never shorten it).
+
+    Raises:
+        RunDirError: one line, before compiling: not a run, a damaged
+            ``config.json`` or ``metrics.jsonl``, checkpoints none of which
+            verifies (nothing is moved then), another process writing there.
+        RunWriteError: a write failed mid-run (see ``run_training``).
+    """
     check_run_args(checkpoint_every=checkpoint_every)
     out = Path(out_dir)
     spec = RunSpec.stored_in(out)
     if total_timesteps is not None:
         spec = spec.extended(total_timesteps)
-    return _train(spec, out, True, progress, on_segment, checkpoint_every)
+    with DirLock(out, "--resume"):
+        return _train(spec, out, True, progress, on_segment, checkpoint_every)
 
 
 @dataclasses.dataclass
@@ -161,6 +183,8 @@ class _Run:
     saved: int | None = None  # the update of the last checkpoint written
     stopped: int | None = None  # the signal that stopped the run
     nonfinite: str | None = None
+    write_error: OSError | None = None  # a failed write that stopped the run
+    notices: list[str] = dataclasses.field(default_factory=list)
 
 
 def _train(spec, out, resume, progress, on_segment, checkpoint_every) -> RunResult:
@@ -169,26 +193,42 @@ def _train(spec, out, resume, progress, on_segment, checkpoint_every) -> RunResu
     if out is not None:
         checkpoints = Checkpoints(out / artifacts.CHECKPOINT_DIR, KEEP_CHECKPOINTS)
     with checkpoints or contextlib.nullcontext():
-        run = _setup(spec, out, checkpoints, resume, progress)
+        try:
+            run = _setup(spec, out, checkpoints, resume, progress)
+        except OSError as e:
+            where = recovery.where(e, out)
+            raise RunWriteError(e.errno, f"cannot write {where}") from None
         notify = lambda message: run.bar.log(message, True)  # noqa: E731
         with run.bar, stop_at_boundary(notify, STOP_MESSAGE) as stop:
+            for line in run.notices:
+                notify(line)
             _compile(run)
             _loop(run, stop, on_segment, checkpoint_every)
     return _finish(run)
 
 
 def _setup(spec, out, checkpoints, resume, progress) -> _Run:
-    """Plans the segments (from the latest checkpoint when resuming) and
-    opens the run's files and progress bar; nothing compiled yet."""
+    """Plans the segments (from the newest verified checkpoint when
+    resuming, newer damaged ones moved aside) and opens the run's files and
+    progress bar; nothing compiled yet."""
     config = spec.config
-    done = (checkpoints.latest() or 0) if resume else 0
-    files = RunFiles(out, spec, done)
+    done, skipped, notices = 0, [], []
+    if resume:
+        done, skipped = recovery.resume_point(spec, checkpoints)
+    files = RunFiles(out, spec, done, resumed=resume)
+    if skipped:
+        aside = checkpoints.set_aside([step for step, _ in skipped])
+        notices.append(
+            f"skipped {describe_skipped(skipped)}, moved to {aside}; resuming from "
+            f"update {done}"
+        )
+        files.note_resume(skipped=[f"{step}: {why}" for step, why in skipped])
     plan = plan_segments(config.num_updates, spec.segment_length, spec.eval_every, done)
     files.start([s.length for s in plan], done)
     label = f"{config.env} {algorithm_of(config).name}"
     steps = config.num_updates * config.steps_per_update
     bar = ProgressBar(steps, label, enabled=progress)
-    return _Run(spec, plan, files, checkpoints, bar, done, done)
+    return _Run(spec, plan, files, checkpoints, bar, done, done, notices=notices)
 
 
 def _compile(run: _Run) -> None:
@@ -240,9 +280,14 @@ def _loop(run: _Run, stop, on_segment, checkpoint_every) -> None:
                 on_segment(run.done, run.done * per_update, latest)
     except KeyboardInterrupt:
         stop.signal = stop.signal or signal.SIGINT
+    except OSError as e:
+        run.write_error = e
     run.stopped = stop.signal
-    if run.chunks and not run.nonfinite and run.saved != run.done:
-        _save(run)  # stopped from on_segment
+    if run.chunks and not (run.nonfinite or run.write_error) and run.saved != run.done:
+        try:
+            _save(run)  # stopped from on_segment
+        except OSError as e:
+            run.write_error = e
     run.run_s = time.perf_counter() - start
 
 
@@ -257,8 +302,13 @@ def _record(run: _Run, metrics: dict[str, np.ndarray], segment: Segment) -> None
 
 
 def _save(run: _Run) -> None:
+    """Checkpoints the state; a failure of any kind there is a failed write
+    (``OSError``: orbax reports a full disk in its own exception types)."""
     if run.checkpoints is not None:
-        run.checkpoints.save(run.done, run.state)
+        try:
+            run.checkpoints.save(run.done, run.state)
+        except Exception as e:  # noqa: BLE001
+            raise recovery.as_os_error(e, run.checkpoints.path(run.done)) from e
         run.saved = run.done
 
 
@@ -291,9 +341,8 @@ def _finish(run: _Run) -> RunResult:
         checkpoint=run.saved,
         config=config,
     )
-    failed, stopped = run.nonfinite, run.stopped
-    run.files.finish(
-        metrics,
+    failed, stopped = run.nonfinite or run.write_error, run.stopped
+    status = dict(
         status="failed" if failed else "interrupted" if stopped else "finished",
         updates=len(returns),
         env_steps=result.env_steps,
@@ -304,4 +353,11 @@ def _finish(run: _Run) -> RunResult:
         checkpoint=result.checkpoint,
         nonfinite=result.nonfinite,
     )
-    return result
+    if run.write_error is None:
+        try:
+            run.files.finish(metrics, **status)
+            return result
+        except OSError as e:
+            run.write_error = e
+    kept = run.saved if run.saved is not None else run.resumed_from
+    raise recovery.failure(run.write_error, run.files, status, run.done, kept)

@@ -2,20 +2,27 @@
 
 ``TensorBoardLog(run_dir)`` writes, as segments finish, every metric of every
 update as a scalar (tag = the metric's name) against env steps, with
-``tensorboardX``; non-finite values (``eval_return`` between evaluations)
-are skipped. ``tensorboard --logdir runs/`` then shows every run. A resumed
-run opens a new event file with ``purge_step`` at the checkpoint, so the
-rows the interrupted run wrote after it are hidden, as they are dropped from
-``metrics.jsonl``. ``read_scalars(run_dir)`` reads them back (tests, tools).
+``tensorboardX``'s event records; non-finite values (``eval_return`` between
+evaluations) are skipped. ``tensorboard --logdir runs/`` then shows every
+run. A resumed run opens a new event file starting with a purge at the
+checkpoint, so the rows the interrupted run wrote after it are hidden, as
+they are dropped from ``metrics.jsonl``. Records are written in the calling
+thread and flushed per segment: a failed write (a full disk) is an
+``OSError`` there, not a dead background thread. ``read_scalars(run_dir)``
+reads them back (tests, tools).
 """
 
+import itertools
 import math
+import os
 import struct
+import time
 from pathlib import Path
 
 import numpy as np
 
 EVENT_GLOB = "events.out.tfevents.*"
+_FILE_NUMBER = itertools.count()
 
 
 class TensorBoardLog:
@@ -25,12 +32,22 @@ class TensorBoardLog:
     def __init__(self, run_dir: Path, steps_per_update: int, first_update: int = 0):
         self.steps_per_update = steps_per_update
         try:
-            from tensorboardX import SummaryWriter
+            from tensorboardX.event_file_writer import EventsWriter
+            from tensorboardX.proto.event_pb2 import Event, SessionLog
+            from tensorboardX.summary import scalar
         except ImportError:
             self.writer = None
             return
-        purge = first_update * steps_per_update + 1 if first_update else None
-        self.writer = SummaryWriter(logdir=str(run_dir), purge_step=purge)
+        self._event, self._scalar = Event, scalar
+        # Two files opened within a second by one process get distinct names.
+        suffix = f".{os.getpid()}.{next(_FILE_NUMBER)}"
+        self.writer = EventsWriter(str(Path(run_dir) / "events"), suffix)
+        if first_update:
+            purge = first_update * steps_per_update + 1
+            start = SessionLog(status=SessionLog.START)
+            self.writer.write_event(Event(step=purge, file_version="brain.Event:2"))
+            self.writer.write_event(Event(step=purge, session_log=start))
+        self.writer.flush()
 
     @property
     def enabled(self) -> bool:
@@ -41,16 +58,20 @@ class TensorBoardLog:
         and flushes them to disk."""
         if self.writer is None:
             return
+        now = time.time()
         for name, values in metrics.items():
             for i, value in enumerate(np.asarray(values, np.float64)):
                 if math.isfinite(value):
                     step = (done + i + 1) * self.steps_per_update
-                    self.writer.add_scalar(name, value, step)
+                    summary = self._scalar(name, value)
+                    event = self._event(wall_time=now, step=step, summary=summary)
+                    self.writer.write_event(event)
         self.writer.flush()
 
     def close(self) -> None:
         if self.writer is not None:
-            self.writer.close()
+            writer, self.writer = self.writer, None
+            writer.close()
 
 
 def _records(path: Path):

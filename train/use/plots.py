@@ -12,6 +12,10 @@ are left out. Drawn with matplotlib's Agg ``Figure`` API, as
 
 import csv
 import json
+import sys
+import zipfile
+import zlib
+from collections.abc import Callable
 from pathlib import Path
 from typing import NamedTuple
 
@@ -22,6 +26,7 @@ from ondevice_rl.train.run import artifacts
 #: sweep.csv columns that are not a setting's values.
 _NOT_VALUES = {"member", "setting", "seed", "num_updates", "final_return"}
 _NOT_VALUES |= {"last10_return", "auc"}
+Warn = Callable[[str], None]
 
 
 class Curve(NamedTuple):
@@ -31,9 +36,17 @@ class Curve(NamedTuple):
     std: np.ndarray | None  # [U] over seeds (sweeps), or None (one run)
 
 
-def run_curve(run_dir: Path, metric: str = "episode_return") -> Curve:
-    """One run's curve, labelled ``dir (env algo, seed s)``."""
-    rows = artifacts.read_metrics(run_dir / artifacts.METRICS_FILE)
+def _to_stderr(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def run_curve(
+    run_dir: Path, metric: str = "episode_return", warn: Warn = _to_stderr
+) -> Curve:
+    """One run's curve, labelled ``dir (env algo, seed s)``; a bad line of
+    ``metrics.jsonl`` is skipped, named in one line to ``warn``."""
+    skip = lambda message: warn(f"{message}; skipped")  # noqa: E731
+    rows = artifacts.read_metrics(run_dir / artifacts.METRICS_FILE, skip)
     if rows and metric not in rows[0]:
         known = ", ".join(k for k in rows[0] if k not in ("update", "env_steps"))
         raise ValueError(f"{run_dir}: no metric {metric!r} (known: {known})")
@@ -52,10 +65,18 @@ def run_curve(run_dir: Path, metric: str = "episode_return") -> Curve:
 def sweep_curves(
     sweep_dir: Path, metric: str = "episode_return", top: int = 10
 ) -> list[Curve]:
-    """Mean ± std over seeds of the best ``top`` settings of a sweep."""
-    with (sweep_dir / "sweep.csv").open(newline="") as f:
-        rows = list(csv.DictReader(f))
-    arrays = np.load(sweep_dir / "curves.npz")
+    """Mean ± std over seeds of the best ``top`` settings of a sweep
+    (``ValueError`` naming a damaged ``sweep.csv`` or ``curves.npz``)."""
+    try:
+        with (sweep_dir / "sweep.csv").open(newline="") as f:
+            rows = list(csv.DictReader(f))
+    except (OSError, csv.Error, UnicodeDecodeError) as e:
+        raise ValueError(f"{sweep_dir / 'sweep.csv'}: unreadable ({e})") from None
+    if any(not str(r.get("member")).isdigit() or not r.get("setting") for r in rows):
+        raise ValueError(
+            f"{sweep_dir / 'sweep.csv'}: damaged (a row without its member)"
+        )
+    arrays = _read_npz(sweep_dir / "curves.npz")
     by_setting: dict[str, list[dict]] = {}
     for row in rows:
         by_setting.setdefault(row["setting"], []).append(row)
@@ -85,17 +106,31 @@ def sweep_curves(
     return curves
 
 
+def _read_npz(path: Path) -> dict[str, np.ndarray]:
+    """Every array of an ``.npz`` file, read whole (its CRCs checked):
+    ``ValueError`` naming the file if damaged."""
+    try:
+        with np.load(path) as data:
+            return {key: data[key] for key in data.files}
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile, zlib.error) as e:
+        raise ValueError(f"{path}: damaged ({e})") from None
+
+
 def load_curves(
-    paths: list[Path], metric: str = "episode_return", top: int = 10
+    paths: list[Path],
+    metric: str = "episode_return",
+    top: int = 10,
+    warn: Warn = _to_stderr,
 ) -> list[Curve]:
     """The curves of run and sweep directories (ValueError, one line, for a
-    path that is neither)."""
+    path that is neither, or a damaged sweep file; a bad line of a run's
+    ``metrics.jsonl`` is skipped and named to ``warn``)."""
     curves = []
     for path in map(Path, paths):
         if (path / "sweep.csv").is_file() and (path / "curves.npz").is_file():
             curves += sweep_curves(path, metric, top)
         elif (path / artifacts.METRICS_FILE).is_file():
-            curves.append(run_curve(path, metric))
+            curves.append(run_curve(path, metric, warn))
         elif not path.exists():
             raise ValueError(f"{path}: no such directory")
         else:

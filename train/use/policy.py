@@ -1,7 +1,8 @@
 """What a trained run leaves to use: its parameters and its policy.
 
-* ``load_run(run_dir)``: the stored ``RunSpec``, the trainer and the latest
-  checkpoint's ``PolicyParams`` (network parameters and obs statistics).
+* ``load_run(run_dir)``: the stored ``RunSpec``, the trainer and the newest
+  verified checkpoint's ``PolicyParams`` (network parameters and obs
+  statistics); a newer damaged checkpoint is named in one line and skipped.
 * ``load_policy(run_dir) -> Policy``: ``policy(obs, key=None) -> action``,
   jit-compiled, for one observation ``[*obs_shape]`` or a batch ``[B,
   *obs_shape]`` (also ``ondevice_rl.load_policy``), acting with the trainer's
@@ -10,6 +11,7 @@
   gymnasium env, on the host, to check policy and port against the real thing.
 """
 
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -58,26 +60,37 @@ def load_spec(run_dir: str | Path) -> Any:
     return RunSpec.load(run_dir / artifacts.CONFIG_FILE)
 
 
-def load_run(run_dir: str | Path) -> LoadedRun:
-    """Reads ``run_dir``'s ``config.json`` and restores its latest checkpoint.
+def _to_stderr(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def load_run(
+    run_dir: str | Path, notify: Callable[[str], None] | None = None
+) -> LoadedRun:
+    """Reads ``run_dir``'s ``config.json`` and restores its newest checkpoint
+    that verifies; newer ones that do not are named, with why, in one line
+    passed to ``notify`` (default: printed to stderr). Nothing is moved or
+    written.
 
     Raises:
         ValueError: one line, for a missing directory, a directory that is not
-            a run, or a run without a checkpoint.
+            a run, a damaged ``config.json``, a run without a checkpoint, or
+            checkpoints none of which verifies or fits the stored config.
     """
-    from ondevice_rl.checkpoint import Checkpoints
+    from ondevice_rl.checkpoint import CheckpointMismatch, Checkpoints, describe_skipped
     from ondevice_rl.train.kit.registry import algorithm_of, trainer_for
     from ondevice_rl.train.run import artifacts
 
     run_dir = Path(run_dir)
     spec = load_spec(run_dir)
-    checkpoint_dir = run_dir / artifacts.CHECKPOINT_DIR
-    step = None
-    if checkpoint_dir.is_dir():
-        with Checkpoints(checkpoint_dir) as checkpoints:
-            step = checkpoints.latest()
+    checkpoints = Checkpoints(run_dir / artifacts.CHECKPOINT_DIR)
+    step, skipped = checkpoints.usable()
     if step is None:
         raise ValueError(f"{run_dir}: no checkpoint yet (train it first)")
+    if skipped:
+        (notify or _to_stderr)(
+            f"{run_dir}: skipped {describe_skipped(skipped)}; using checkpoint {step}"
+        )
     hp = {k: float(v) for k, v in spec.hyperparams._asdict().items()}
     config = spec.config.replace(**hp)
     trainer = trainer_for(config)
@@ -87,8 +100,12 @@ def load_run(run_dir: str | Path) -> LoadedRun:
     if not jax.tree.leaves(like["normalizer"]):
         del like["normalizer"]  # none, or kept but switched off
     try:
-        with Checkpoints(checkpoint_dir) as checkpoints:
-            state = checkpoints.restore_fields(step, like)
+        state = checkpoints.restore_fields(step, like)
+    except CheckpointMismatch as e:
+        raise ValueError(
+            f"{run_dir}: {e} as {artifacts.CONFIG_FILE} describes it "
+            f"({algorithm_of(config).name}); was the file edited?"
+        ) from None
     except (ValueError, KeyError, FileNotFoundError) as e:
         first = str(e).strip().splitlines()[0] if str(e).strip() else repr(e)
         raise ValueError(
@@ -144,7 +161,8 @@ class Policy:
 
 
 def load_policy(run_dir: str | Path) -> Policy:
-    """The policy of ``run_dir``'s latest checkpoint (see ``Policy``)."""
+    """The policy of ``run_dir``'s newest checkpoint that verifies (see
+    ``Policy``, ``load_run``)."""
     return Policy(load_run(run_dir))
 
 

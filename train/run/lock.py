@@ -1,0 +1,75 @@
+"""One writer per run or sweep directory.
+
+``DirLock(directory)`` holds an OS file lock (``fcntl.flock``) on
+``directory/.lock`` while a process writes the directory; the file says which
+host and process holds it. The kernel drops the lock when the process ends,
+however it ends (``kill -9`` included), so no stale lock is ever left to
+clear. A second writer is refused in one line (``DirInUse``) naming the
+directory and the holder. Readers (``eval``, ``plot``, ``render``) take no
+lock. The file itself stays (removing it would let two processes each lock
+a different file of the same name).
+"""
+
+import fcntl
+import os
+import socket
+from pathlib import Path
+
+from ondevice_rl.train.run.artifacts import LOCK_FILE, RunDirError
+
+
+class DirInUse(RunDirError):
+    """Another process holds the directory's lock."""
+
+
+class DirLock:
+    """``with DirLock(directory):`` (or ``acquire``/``release``): the lock,
+    taken at once or refused (``DirInUse``); ``directory`` is created if
+    missing (``RunDirError`` if that fails, naming it as ``flag`` does)."""
+
+    def __init__(self, directory: str | Path, flag: str = "--out"):
+        self.directory = Path(directory)
+        self.flag = flag  # how errors name the directory's argument
+        self._fd: int | None = None
+
+    def acquire(self) -> "DirLock":
+        path = self.directory / LOCK_FILE
+        if self.directory.exists() and not self.directory.is_dir():
+            raise RunDirError(
+                f"{self.flag} {self.directory} is a file, not a directory"
+            )
+        try:
+            self.directory.mkdir(parents=True, exist_ok=True)
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as e:
+            raise RunDirError(
+                f"{self.flag} {self.directory}: cannot write there ({e.strerror})"
+            ) from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 200, 0).decode(errors="replace").strip()
+            os.close(fd)
+            raise DirInUse(
+                f"{self.directory} is in use by {holder or 'another process'}; "
+                "one process writes a directory at a time"
+            ) from None
+        self._fd = fd
+        holder = f"host {socket.gethostname()} pid {os.getpid()}\n"
+        try:
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, holder.encode(), 0)
+        except OSError:
+            pass  # a full disk: the lock holds all the same, unnamed
+        return self
+
+    def release(self) -> None:
+        if self._fd is not None:
+            fd, self._fd = self._fd, None
+            os.close(fd)  # closing drops the lock
+
+    def __enter__(self) -> "DirLock":
+        return self.acquire()
+
+    def __exit__(self, *exc) -> None:
+        self.release()

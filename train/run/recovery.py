@@ -1,0 +1,95 @@
+"""What a run does when its directory is damaged or a write fails.
+
+* ``resume_point``: the newest checkpoint that verifies and holds the state
+  ``config.json`` describes (checked on the stored shapes, before anything
+  compiles), and the newer ones to skip; ``RunDirError`` in one line when
+  there are checkpoints but none of them verifies, nothing moved.
+* ``RunWriteError``: a write into the run directory failed (a full disk, a
+  read-only directory) and stopped the run. Its one line says which file and
+  why, where the run stopped, whether ``config.json`` could record the stop
+  and where a resume starts (``failure``).
+* ``as_os_error``: orbax reports a failed write in its own exception types;
+  this finds the ``OSError`` behind one, or makes one.
+"""
+
+import errno
+from pathlib import Path
+from typing import Any
+
+import jax
+
+from ondevice_rl.checkpoint import CheckpointMismatch, Checkpoints, NoVerifiedCheckpoint
+from ondevice_rl.train.kit.registry import trainer_for
+from ondevice_rl.train.run import artifacts
+
+
+class RunWriteError(OSError):
+    """A write into the run directory failed and stopped the run; ``str``
+    is one line saying what, where the run stopped and what was recorded."""
+
+    def __init__(self, code: int | None, message: str):
+        super().__init__(code, message)
+        self.message = message
+
+    def __str__(self) -> str:
+        return self.message
+
+
+def resume_point(spec: Any, checkpoints: Checkpoints) -> tuple[int, list]:
+    """``(update, skipped)``: the newest checkpoint that verifies and fits
+    ``spec``'s train state (0 with no checkpoint at all) and, newest first,
+    the newer ones that do not verify, each with why."""
+    try:
+        step, skipped = checkpoints.usable()
+    except NoVerifiedCheckpoint as e:
+        raise artifacts.RunDirError(str(e)) from None
+    if step is not None:
+        trainer, key = trainer_for(spec.config), jax.random.key(spec.seed)
+        env_params = spec.env_params_tree()
+        shapes = jax.eval_shape(trainer.init, key, spec.hyperparams, env_params)
+        try:
+            checkpoints.check(step, shapes)
+        except CheckpointMismatch as e:
+            raise artifacts.RunDirError(
+                f"{checkpoints.directory}: {e} as {artifacts.CONFIG_FILE} "
+                "describes it; was the file edited?"
+            ) from None
+    return step or 0, skipped
+
+
+def where(error: OSError, out: Path | None) -> str:
+    """``path (reason)`` of a failed write."""
+    return f"{error.filename or out} ({error.strerror or error})"
+
+
+def as_os_error(error: BaseException, path: Path) -> OSError:
+    """The ``OSError`` behind ``error`` (its cause or context), else one
+    made from its first line; for ``path``."""
+    seen = error
+    while seen is not None:
+        if isinstance(seen, OSError):
+            return OSError(seen.errno, seen.strerror or str(seen), str(path))
+        seen = seen.__cause__ or seen.__context__
+    first = (str(error).strip().splitlines() or [type(error).__name__])[0]
+    code = errno.ENOSPC if "No space left" in first else errno.EIO
+    return OSError(code, first[:200], str(path))
+
+
+def failure(
+    error: OSError, files: Any, status: dict, done: int, kept: int
+) -> RunWriteError:
+    """Records the stop in ``config.json`` (``status`` failed, ``reason``) if
+    that write still succeeds; the error saying so. ``done``: the updates
+    written; ``kept``: the last verified checkpoint (0: none)."""
+    reason = f"cannot write {where(error, files.out)}"
+    try:
+        files.finish(None, **dict(status, status="failed", reason=reason))
+        recorded = f"{artifacts.CONFIG_FILE} records the stop"
+    except OSError:
+        recorded = f"{artifacts.CONFIG_FILE} could not record the stop either"
+    start = f"from update {kept}" if kept else "from the start"
+    return RunWriteError(
+        error.errno,
+        f"{reason}: stopped after update {done}; {recorded}; free space or "
+        f"fix permissions, then resume {start} with --resume {files.out}",
+    )
