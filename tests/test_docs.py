@@ -191,6 +191,18 @@ def test_readme_links_exist():
     assert not missing, missing
 
 
+@pytest.mark.parametrize("page", ["README.md", "docs/learners.md"])
+def test_learner_tables_list_every_learner(page):
+    """The first table whose header starts with ``| learner |`` names each
+    registered learner once, in backticks."""
+    from ondevice_rl.train import algorithms
+
+    text = (ROOT / page).read_text()
+    table = text[text.index("| learner |") :].split("\n\n")[0].splitlines()[2:]
+    listed = [re.match(r"\| `([^`]+)` \|", row)[1] for row in table]
+    assert sorted(listed) == sorted(algorithms()), listed
+
+
 def test_api_reference_members_exist():
     """mkdocstrings leaves out a listed member that does not exist; this
     names it instead."""

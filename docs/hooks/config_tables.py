@@ -1,15 +1,15 @@
 """mkdocs hook: each learner's config fields as a table, read from the code.
 
-A page line ``<!-- config-table: NAME -->`` becomes a table of
-``get_algorithm(NAME).config``'s fields (flag, default, and for traced
-hyperparameters their valid range and help text), so the documented
-defaults are the code's when the site is built.
+A page line ``<!-- config-tables -->`` becomes, for every registered
+learner, a section with the table of its config's fields (flag, default,
+and for traced hyperparameters their valid range and help text), so the
+documented learners and defaults are the code's when the site is built.
 """
 
 import dataclasses
 import re
 
-MARKER = re.compile(r"^<!-- config-table: (\S+) -->$", re.MULTILINE)
+MARKER = re.compile(r"^<!-- config-tables -->$", re.MULTILINE)
 
 
 def _default(field: dataclasses.Field) -> str:
@@ -41,5 +41,16 @@ def config_table(name: str) -> str:
     return "\n".join(lines)
 
 
+def config_tables() -> str:
+    """A ``###`` section per registered learner, with its config table."""
+    from ondevice_rl.train import algorithms, get_algorithm
+
+    sections = []
+    for name in algorithms():
+        title = get_algorithm(name).config.__name__
+        sections.append(f"### `{name}`: `{title}`\n\n{config_table(name)}\n")
+    return "\n".join(sections)
+
+
 def on_page_markdown(markdown, page, config, files):
-    return MARKER.sub(lambda m: config_table(m.group(1)), markdown)
+    return MARKER.sub(lambda m: config_tables(), markdown)
