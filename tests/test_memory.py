@@ -182,3 +182,31 @@ def test_pomdp_variants_keep_positions_only():
     assert novel.observation_space(params).shape == (2,)
     pendulum, pendulum_params = make("Pendulum-NoVel-v1")
     assert pendulum.observation_space(pendulum_params).shape == (2,)
+
+
+def test_load_policy_keeps_the_carry_within_an_episode():
+    from types import SimpleNamespace
+
+    from ondevice_rl.train.use.policy import LoadedRun, Policy
+
+    config, out = _trained("ppo", "gru")
+    trainer = get_algorithm("ppo").make_trainer(config)
+    params = jax.tree.map(lambda x: x[0], policy_params(out.state))
+    policy = Policy(LoadedRun(SimpleNamespace(config=config), trainer, params, 0))
+    env, env_params = make("Probe-Memory-v0")
+    step = jax.jit(env.step)
+
+    def episode_return(key, forget):
+        obs, state = env.reset(key, env_params)
+        policy.reset()
+        total = 0.0
+        for _ in range(6):
+            if forget:
+                policy.reset()
+            ts = step(key, state, policy(obs), env_params)
+            obs, state, total = ts.obs, ts.state, total + float(ts.reward)
+        return total
+
+    keys = jax.random.split(jax.random.key(3), 16)
+    assert [episode_return(k, False) for k in keys] == [1.0] * 16
+    assert sum(episode_return(k, True) for k in keys) < 14  # chance is 8

@@ -26,6 +26,7 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import jax
 import numpy as np
@@ -38,7 +39,7 @@ from ondevice_rl.sharding import (
     replicated_sharding,
 )
 from ondevice_rl.train.bench.transfers import TransferCounter, host_ops
-from ondevice_rl.train.kit.registry import DEFAULT, get_algorithm
+from ondevice_rl.train.kit.registry import DEFAULT, algorithm_of, get_algorithm
 
 DEFAULT_SEEDS = (1, 16, 64)
 QUICK_SEEDS = (1, 4)
@@ -51,8 +52,27 @@ class BenchError(Exception):
     """Bad input or a failed reference run: reported as one line."""
 
 
+def bench_config(
+    timesteps: int,
+    env: str = "CartPole-v1",
+    algo: str = DEFAULT,
+    recipe: str | None = None,
+) -> Any:
+    """The config timed: ``algo``'s defaults on ``env``, or a recipe's
+    settings; ``total_timesteps`` per seed either way."""
+    if recipe is not None:
+        from ondevice_rl.train.recipes import load_recipe
+
+        return load_recipe(recipe).replace(total_timesteps=int(timesteps))
+    return get_algorithm(algo).config(env=env, total_timesteps=int(timesteps))
+
+
 def measure_ours(
-    seeds: int, timesteps: int, env: str = "CartPole-v1", algo: str = DEFAULT
+    seeds: int,
+    timesteps: int,
+    env: str = "CartPole-v1",
+    algo: str = DEFAULT,
+    recipe: str | None = None,
 ) -> dict:
     """Compiles and runs our fused ``algo`` once; returns the JSON record.
 
@@ -60,8 +80,8 @@ def measure_ours(
     hyperparameters, one get of the returns) and ``host_ops`` (host-talking
     operations found in the lowered and compiled program; expected: none).
     """
-    algorithm = get_algorithm(algo)
-    config = algorithm.config(env=env, total_timesteps=int(timesteps))
+    config = bench_config(timesteps, env, algo, recipe)
+    algorithm = algorithm_of(config)
     train = jax.vmap(algorithm.make_train(config), in_axes=(0, None))
     counter = TransferCounter()
     devices = jax.devices()[: math.gcd(seeds, jax.device_count())]
@@ -81,7 +101,7 @@ def measure_ours(
     returns = counter.get(out.metrics["episode_return"])  # [S, U]
     steps = seeds * config.num_updates * config.steps_per_update
     return dict(
-        algo=algo,
+        algo=algorithm.name,
         seeds=seeds,
         num_envs=config.num_envs,
         devices=len(devices),
@@ -125,6 +145,7 @@ def bench_seeds(
     repeat: int,
     log: Callable[[str], None] = print,
     algo: str = DEFAULT,
+    recipe: str | None = None,
 ) -> dict:
     """Ours (and the reference) at one seed count; best of ``repeat``."""
     ours, refs = [], []
@@ -133,7 +154,7 @@ def bench_seeds(
             f"train: ours ({algo}), {seeds} seed(s), {timesteps:,} steps each "
             f"({i + 1}/{repeat})"
         )
-        ours.append(measure_ours(seeds, timesteps, algo=algo))
+        ours.append(measure_ours(seeds, timesteps, algo=algo, recipe=recipe))
         if reference is not None:
             log(f"train: reference, {seeds} seed(s) ({i + 1}/{repeat})")
             refs.append(run_reference(reference, seeds, timesteps))
@@ -157,16 +178,18 @@ def run_train_bench(
     repeat: int,
     log: Callable[[str], None] = print,
     algo: str = DEFAULT,
+    recipe: str | None = None,
 ) -> dict:
     """All seed counts: the last one's fields at top level plus ``results``."""
     if reference is not None and not Path(reference).is_file():
         raise BenchError(f"--reference: no such file: {reference}")
     try:
-        get_algorithm(algo).config(total_timesteps=int(timesteps))
-    except ValueError as e:
+        bench_config(timesteps, algo=algo, recipe=recipe)
+    except (ValueError, FileNotFoundError) as e:
         raise BenchError(f"--timesteps: {e}") from None
     results = [
-        bench_seeds(s, timesteps, reference, repeat, log, algo) for s in seed_counts
+        bench_seeds(s, timesteps, reference, repeat, log, algo, recipe)
+        for s in seed_counts
     ]
     summary = {k: v for k, v in results[-1].items() if k != "repeats"}
-    return dict(summary, results=results, repeat=repeat, algo=algo)
+    return dict(summary, results=results, repeat=repeat, algo=algo, recipe=recipe)

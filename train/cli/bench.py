@@ -23,6 +23,7 @@ from ondevice_rl.train.cli.args import (
     positive_int_list_arg,
 )
 from ondevice_rl.train.kit.registry import DEFAULT, algorithms, get_algorithm
+from ondevice_rl.train.recipes.loader import recipe_algorithm
 
 PARTS = ("env", "train", "host")
 _count, _counts = positive_int_arg, positive_int_list_arg
@@ -86,6 +87,13 @@ def _add_flags(parser: argparse.ArgumentParser, suppress: bool) -> None:
         default=argparse.SUPPRESS if suppress else DEFAULT,
         help=f"learner to time: {', '.join(algorithms())} (default: ppo; each "
         "with its config's defaults)",
+    )
+    group.add_argument(
+        "--recipe",
+        metavar="NAME",
+        default=argparse.SUPPRESS if suppress else None,
+        help="time a recipe's config instead (its learner, env and settings; "
+        "--timesteps still sets the steps per seed)",
     )
     group.add_argument(
         "--seeds",
@@ -207,9 +215,15 @@ def _run(args) -> int:
     timesteps = args.timesteps or (
         train_speed.QUICK_TIMESTEPS if quick else train_speed.DEFAULT_TIMESTEPS
     )
+    recipe = getattr(args, "recipe", None)
     try:
-        algorithm = get_algorithm(args.algo)
-        algorithm.config(total_timesteps=timesteps)
+        if recipe is not None:
+            algorithm = get_algorithm(recipe_algorithm(recipe))
+        else:
+            algorithm = get_algorithm(args.algo)
+        train_speed.bench_config(timesteps, algo=algorithm.name, recipe=recipe)
+    except FileNotFoundError as e:
+        raise BenchError(f"--recipe: {e}") from None
     except KeyError as e:
         raise BenchError(f"--algo: {e.args[0]}") from None
     except ValueError as e:
@@ -234,7 +248,7 @@ def _run(args) -> int:
             train_speed.QUICK_SEEDS if quick else train_speed.DEFAULT_SEEDS
         )
         results["train"] = train_speed.run_train_bench(
-            seeds, timesteps, args.reference, args.repeat, _log, algorithm.name
+            seeds, timesteps, args.reference, args.repeat, _log, algorithm.name, recipe
         )
     if "host" in parts:
         host_steps = args.host_timesteps or (
