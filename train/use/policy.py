@@ -122,7 +122,9 @@ class Policy:
     ``obs``: ``[*obs_shape]`` or ``[B, *obs_shape]``; the action is ``[]`` /
     ``[B]`` int32 (discrete) or ``[A]`` / ``[B, A]`` float32 (Box, clipped).
     Deterministic when ``key`` is None, sampled from the policy otherwise.
-    Both paths are jit-compiled (once per batch shape).
+    Both paths are jit-compiled (once per batch shape). A policy with memory
+    keeps its carry between calls, one episode's worth: call ``reset()``
+    when a new episode starts (a new batch shape starts afresh too).
 
     Attributes: ``params`` (``PolicyParams``: the network's and any
     observation statistics), ``config``, ``env`` (its name), ``obs_shape``,
@@ -138,6 +140,7 @@ class Policy:
         self.obs_shape = run.trainer.setup.obs_shape
         act = run.trainer.policy
         self._initial_carry = run.trainer.initial_carry
+        self._carry, self._batch = None, None
         self._greedy = jax.jit(lambda p, c, obs: act(p, c, obs, None, True))
         self._sample = jax.jit(lambda p, c, obs, key: act(p, c, obs, key, False))
 
@@ -151,10 +154,19 @@ class Policy:
                 f"observation of shape {obs.shape}; expected {self.obs_shape} or "
                 f"[B, {', '.join(map(str, self.obs_shape))}]"
             )
-        carry = self._initial_carry(obs.shape[: obs.ndim - rank])
+        batch = obs.shape[: obs.ndim - rank]
+        if self._carry is None or self._batch != batch:
+            self._carry, self._batch = self._initial_carry(batch), batch
+        carry = self._carry
         if key is None:
-            return self._greedy(self.params, carry, obs)[0]
-        return self._sample(self.params, carry, obs, key)[0]
+            action, self._carry = self._greedy(self.params, carry, obs)
+        else:
+            action, self._carry = self._sample(self.params, carry, obs, key)
+        return action
+
+    def reset(self) -> None:
+        """Forgets the carry: the next call starts a new episode."""
+        self._carry = None
 
     def __repr__(self) -> str:
         return f"Policy({self.env!r}, update {self.step})"
@@ -186,6 +198,8 @@ def run_in_gymnasium(
     try:
         for episode in range(episodes):
             obs, _ = env.reset(seed=seed + episode)
+            if hasattr(policy, "reset"):
+                policy.reset()  # a policy with memory starts the episode afresh
             total, done, t = 0.0, False, 0
             while not done:
                 step_key = None
