@@ -31,16 +31,19 @@ from ondevice_rl.train.cli.args import (
     flag_name,
     int_arg,
 )
+from ondevice_rl.train.cli.errors import WRITE_FAILED, fail
 from ondevice_rl.train.cli.sweep_specs import (
     CLIError,
+    given_flags,
     parse_bytes,
     parse_seeds,
     parse_spec,
+    resume_conflict,
 )
 from ondevice_rl.train.kit.protocol import Algorithm
 from ondevice_rl.train.kit.registry import DEFAULT, algorithms, get_algorithm
 
-PROG = "ondevice-rl sweep"
+DEFAULT_ENV = "CartPole-v1"
 
 
 def _static_flags(algorithm: Algorithm) -> dict:
@@ -65,10 +68,11 @@ def add_subcommands(subparsers, algo: str = DEFAULT) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     add_algo_argument(parser, algo)
-    parser.add_argument("--env", default="CartPole-v1")
-    parser.add_argument("--seeds", default="1", help="count N (seeds 0..N-1) or list")
+    parser.set_defaults(algo=None)  # not given: ppo, or the resumed sweep's
+    parser.add_argument("--env", help=f"(default {DEFAULT_ENV})")
+    parser.add_argument("--seeds", help="count N (seeds 0..N-1) or list (default 1)")
     parser.add_argument("--samples", type=int_arg, help="random draws of the ranges")
-    parser.add_argument("--sample-seed", type=int_arg, default=0)
+    parser.add_argument("--sample-seed", type=int_arg, help="(default 0)")
     hp = parser.add_argument_group(
         "hyperparameters", "comma list, uniform:LOW:HIGH or loguniform:LOW:HIGH"
     )
@@ -96,7 +100,7 @@ def add_subcommands(subparsers, algo: str = DEFAULT) -> None:
         "--resume",
         action="store_true",
         help="continue the sweep in --out: train only the members still missing "
-        "(the stored request is used; search flags are refused)",
+        "(the stored request is used; a flag that differs from it is refused)",
     )
     parser.add_argument(
         "--force", action="store_true", help="replace an earlier sweep in --out"
@@ -112,10 +116,11 @@ def add_subcommands(subparsers, algo: str = DEFAULT) -> None:
     parser.set_defaults(func=run)
 
 
-def _read_args(args) -> dict:
-    """Everything that can be checked without JAX (before multi-host init)."""
+def _read_args(args, algo: str = DEFAULT) -> dict:
+    """Everything that can be checked without JAX (before multi-host init);
+    ``algo`` when ``--algo`` is not given."""
     try:
-        algorithm = get_algorithm(args.algo)
+        algorithm = get_algorithm(args.algo or algo)
     except KeyError as err:
         raise CLIError(f"--algo: {err.args[0]}") from None
     search, env_params = {}, {}
@@ -140,7 +145,7 @@ def _read_args(args) -> dict:
         raise CLIError(f"--chunk-size: expected >= 1, got {args.chunk_size}")
     return {
         "algorithm": algorithm,
-        "seeds": parse_seeds(args.seeds),
+        "seeds": parse_seeds(args.seeds or "1"),
         "search": search,
         "env_params": env_params,
         "budget": None
@@ -153,12 +158,15 @@ def _request(args, spec) -> dict:
     """What ``sweep.json`` stores: enough to rebuild the same plan."""
     return {
         "algo": spec["algorithm"].name,
-        "env": args.env,
+        "env": args.env or DEFAULT_ENV,
         "seeds": spec["seeds"],
         "search": spec["search"],
         "env_params": spec["env_params"],
         "samples": args.samples,
-        "sample_seed": args.sample_seed,
+        "sample_seed": args.sample_seed or 0,
+        "chunk_size": args.chunk_size,
+        "memory_budget": spec["budget"],
+        "cpu_devices": args.cpu_devices,
     }
 
 
@@ -176,37 +184,56 @@ def _plan(request: dict):
     )
 
 
-def _given_search(args, spec) -> bool:
-    return bool(spec["search"] or spec["env_params"] or args.samples)
-
-
 def run(args: argparse.Namespace) -> int:
     from ondevice_rl.train.run import artifacts
-    from ondevice_rl.train.sweep import SweepSpecError, run_plan, store
+    from ondevice_rl.train.run.lock import DirLock
+    from ondevice_rl.train.sweep import SweepSpecError, store
 
-    out = Path(args.out)
+    out, lock = Path(args.out), None
     try:
-        spec = _read_args(args)
-        if args.resume and _given_search(args, spec):
-            raise CLIError("--resume uses the stored search; give no search flags")
         if args.resume and args.force:
             raise CLIError("--resume and --force exclude each other")
+        stored = store.load_request(out) if args.resume else None
+        spec = _read_args(args, stored["algo"] if stored else DEFAULT)
+        if stored is not None:
+            conflict = resume_conflict(given_flags(args, spec), stored)
+            if conflict:
+                raise CLIError(conflict)
+        request = stored or _request(args, spec)
         # Both must come before anything starts the JAX backend.
-        use_cpu_cores(args.cpu_devices)
+        use_cpu_cores(request.get("cpu_devices"))
         distributed.initialize_from_args(args)
         main = distributed.is_main_process()
-        request = store.load_request(out) if args.resume else _request(args, spec)
+        if main:  # one writer per directory: the main process
+            lock = DirLock(out).acquire()
         plan = _plan(request)
         if main and not args.resume:
             artifacts.prepare_run_dir(out, force=args.force)
             store.save_request(out, request)
     except (CLIError, SweepSpecError, ValueError, KeyError) as err:
-        message = err.args[0] if isinstance(err, KeyError) else err
-        print(f"{PROG}: error: {message}", file=sys.stderr)
-        return 2
-    from ondevice_rl.train.sweep import report
+        if lock is not None:
+            lock.release()
+        return fail("sweep", err)
+    try:
+        return _sweep(args, out, request, plan, main)
+    except OSError as err:  # a full disk, a read-only directory
+        where = f"{err.filename} " if err.filename else ""
+        return fail("sweep", f"cannot write {where}({err.strerror})", WRITE_FAILED)
+    finally:
+        if lock is not None:
+            lock.release()
 
-    finished = store.load_members(out) if args.resume else {}
+
+def _sweep(args, out: Path, request: dict, plan, main: bool) -> int:
+    """Trains the plan's missing members, writing each chunk as it ends,
+    then the report."""
+    from ondevice_rl.train.sweep import report, run_plan, store
+
+    finished = {}
+    if args.resume:  # a damaged chunk file is moved aside (by the main process)
+        finished, notes = store.finished_members(out, plan, move=main)
+        for note in notes:
+            print(note, file=sys.stderr)
     if main:
         report.print_plan(plan)
         if finished:
@@ -230,8 +257,8 @@ def run(args: argparse.Namespace) -> int:
 
     result = run_plan(
         plan,
-        chunk_size=args.chunk_size,
-        memory_budget_bytes=spec["budget"],
+        chunk_size=request.get("chunk_size"),
+        memory_budget_bytes=request.get("memory_budget"),
         progress=not args.no_progress,
         on_chunk=write_chunk,
         finished=finished,

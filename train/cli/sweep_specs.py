@@ -3,7 +3,7 @@
 
 import re
 
-from ondevice_rl.train.cli.args import parse_int
+from ondevice_rl.train.cli.args import flag_name, parse_int
 
 _RANDOM = re.compile(r"^(uniform|loguniform):([^:]+):([^:]+)$")
 
@@ -88,3 +88,56 @@ def parse_bytes(text: str) -> int:
         raise CLIError(f"--memory-budget: cannot read {text!r}") from None
     scale = 1024 ** " KMGT".index(match.group(2).upper() or " ")
     return int(number * scale)
+
+
+def given_flags(args, spec: dict) -> dict:
+    """The flags on the command line that ``sweep.json`` also holds:
+    flag -> (its field, the value read)."""
+    given = {
+        flag: (field, value)
+        for flag, field, value in (
+            ("--algo", "algo", args.algo),
+            ("--env", "env", args.env),
+            ("--seeds", "seeds", args.seeds and spec["seeds"]),
+            ("--samples", "samples", args.samples),
+            ("--sample-seed", "sample_seed", args.sample_seed),
+            ("--chunk-size", "chunk_size", args.chunk_size),
+            ("--memory-budget", "memory_budget", spec["budget"]),
+            ("--cpu-devices", "cpu_devices", args.cpu_devices),
+        )
+        if value is not None
+    }
+    for name, value in spec["search"].items():
+        given[flag_name(name)] = (("search", name), value)
+    for name, value in spec["env_params"].items():
+        given[f"--env-param {name}"] = (("env_params", name), value)
+    return given
+
+
+def _seed_list(seeds) -> list[int]:
+    return list(range(seeds)) if isinstance(seeds, int) else [int(s) for s in seeds]
+
+
+def resume_conflict(given: dict, stored: dict) -> str | None:
+    """The first flag given beside ``sweep --resume`` whose value differs
+    from the stored request's, as one line; None if all agree. ``given``:
+    flag -> (the request's field, its value as read) for the flags on the
+    command line (search flags as ``("search", name)``, env params as
+    ``("env_params", name)``)."""
+    from ondevice_rl.train.sweep.store import comparable
+
+    for flag, (field, value) in given.items():
+        if isinstance(field, tuple):
+            group, name = field
+            have = stored.get(group, {}).get(name)
+        else:
+            have = stored.get(field)
+        if field == "seeds":
+            value, have = _seed_list(value), _seed_list(have)
+        if comparable(value) != comparable(have):
+            shown = "not set" if have is None else comparable(have)
+            return (
+                f"{flag} {comparable(value)} would change the sweep being resumed "
+                f"(stored: {shown}); a resumed sweep keeps its request"
+            )
+    return None

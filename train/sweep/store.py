@@ -1,15 +1,22 @@
 """A sweep's directory while it runs: its request and its finished members.
 
 * ``sweep.json``: what was asked (learner, base config, seeds, search, env
-  params, sampling), enough to rebuild the same plan;
+  params, sampling, chunking), enough to rebuild the same plan;
 * ``members/chunk-*.npz``: the metrics of the members each finished chunk
   trained, written (atomically) as soon as the chunk ends.
 
 ``ondevice-rl sweep --resume OUT`` rebuilds the plan from ``sweep.json``,
-loads the finished members and trains only the missing ones.
+loads the finished members and trains only the missing ones. Both files are
+read through validating readers: a damaged ``sweep.json`` is one line
+naming it; a chunk that cannot be read whole (zip CRCs checked) or does not
+hold what the plan says is reported with why, for the resume to move it
+into ``members/damaged/`` and train its members again.
 """
 
 import os
+import shutil
+import zipfile
+import zlib
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +27,17 @@ from ondevice_rl.train.sweep.space import LogUniform, Uniform
 
 SPEC_FILE = "sweep.json"
 MEMBERS_DIR = "members"
+DAMAGED_DIR = "damaged"
+#: ``sweep.json``'s fields and what each must be.
+_FIELDS = {
+    "algo": (str, "a learner's name"),
+    "env": (str, "an env name"),
+    "seeds": (int | list, "a count or a list of seeds"),
+    "search": (dict, "an object"),
+    "env_params": (dict, "an object"),
+    "samples": (int | None, "an integer or null"),
+    "sample_seed": (int, "an integer"),
+}
 
 
 def _encode(value: Any) -> Any:
@@ -39,6 +57,15 @@ def _decode(value: Any) -> Any:
     return value
 
 
+def comparable(value: Any) -> Any:
+    """A search value as ``sweep.json`` holds it (lists for tuples), to
+    compare a flag with the stored request."""
+    encoded = _encode(value)
+    if isinstance(encoded, list):
+        return [comparable(v) for v in encoded]
+    return encoded
+
+
 def save_request(out: Path, request: dict) -> None:
     """Writes ``sweep.json``: ``algo``, ``config`` (base config dict),
     ``seeds``, ``search``, ``env_params``, ``samples``, ``sample_seed``."""
@@ -49,13 +76,21 @@ def save_request(out: Path, request: dict) -> None:
 
 
 def load_request(out: Path) -> dict:
-    """``sweep.json`` back, distributions and tuples restored."""
+    """``sweep.json`` back, checked, distributions and tuples restored
+    (``RunDirError``, one line naming the file, if it is not a sweep's)."""
     path = out / SPEC_FILE
     if not path.is_file():
         raise RunDirError(f"--resume {out}: no {SPEC_FILE} there, not a sweep")
     request = read_json(path)
-    request["search"] = {k: _decode(v) for k, v in request["search"].items()}
-    request["env_params"] = {k: _decode(v) for k, v in request["env_params"].items()}
+    for name, (kind, allowed) in _FIELDS.items():
+        value = request.get(name)
+        if isinstance(value, bool) or not isinstance(value, kind):
+            raise RunDirError(f"{path}: {name} must be {allowed}, got {value!r}")
+    try:
+        for field in ("search", "env_params"):
+            request[field] = {k: _decode(v) for k, v in request[field].items()}
+    except (ValueError, TypeError, KeyError) as e:
+        raise RunDirError(f"{path}: {field} holds a bad value ({e})") from None
     return request
 
 
@@ -93,12 +128,79 @@ def save_members(out: Path, metrics: dict[int, dict[str, np.ndarray]]) -> None:
     os.replace(tmp, path)
 
 
-def load_members(out: Path) -> dict[int, dict[str, np.ndarray]]:
-    """Every finished member's metrics found in ``members/``."""
-    found: dict[int, dict[str, np.ndarray]] = {}
-    for path in sorted((out / MEMBERS_DIR).glob("chunk-*.npz")):
+def read_chunk(path: Path) -> dict[int, dict[str, np.ndarray]]:
+    """One chunk file's members (index -> name -> ``[U]``), read whole so
+    that its CRCs are checked; ``ValueError`` saying why it is damaged."""
+    try:
         with np.load(path) as data:
-            for key in data.files:
-                index, name = key.split("/", 1)
-                found.setdefault(int(index), {})[name] = data[key]
-    return found
+            arrays = {key: data[key] for key in data.files}
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile, zlib.error) as e:
+        raise ValueError(str(e) or type(e).__name__) from None
+    members: dict[int, dict[str, np.ndarray]] = {}
+    for key, values in arrays.items():
+        index, _, name = key.partition("/")
+        if not index.isdigit() or not name or values.ndim != 1:
+            raise ValueError(f"unexpected array {key!r} {values.shape}")
+        members.setdefault(int(index), {})[name] = values
+    if not members:
+        raise ValueError("no members")
+    return members
+
+
+def load_members(
+    out: Path, updates_of: Any = None
+) -> tuple[dict[int, dict[str, np.ndarray]], list[tuple[Path, str]]]:
+    """Every finished member's metrics found in ``members/``, and the chunk
+    files that are damaged, each with why. ``updates_of(index)``: the
+    number of updates member ``index`` trains (None: not in the plan)."""
+    found: dict[int, dict[str, np.ndarray]] = {}
+    damaged = []
+    for path in sorted((out / MEMBERS_DIR).glob("chunk-*.npz")):
+        try:
+            members = read_chunk(path)
+            for index, metrics in members.items():
+                if updates_of is None:
+                    continue
+                updates = updates_of(index)
+                if updates is None:
+                    raise ValueError(f"member {index} is not in the plan")
+                lengths = {len(v) for v in metrics.values()}
+                if lengths != {updates}:
+                    raise ValueError(f"member {index} has {lengths} updates")
+        except ValueError as e:
+            damaged.append((path, str(e)))
+            continue
+        found.update(members)
+    return found, damaged
+
+
+def set_aside(out: Path, path: Path) -> Path:
+    """Moves a damaged chunk file into ``members/damaged/``; its new path."""
+    folder = out / MEMBERS_DIR / DAMAGED_DIR
+    folder.mkdir(exist_ok=True)
+    target, n = folder / path.name, 0
+    while target.exists():
+        n += 1
+        target = folder / f"{path.stem}-{n}{path.suffix}"
+    shutil.move(path, target)
+    return target
+
+
+def finished_members(out: Path, plan: Any, move: bool = True) -> tuple[dict, list]:
+    """``(finished, notes)``: the members of ``plan`` already trained in
+    ``out``, and one line per damaged chunk file, moved into
+    ``members/damaged/`` (if ``move``) so that its members train again."""
+
+    def updates_of(index: int) -> int | None:
+        if 0 <= index < len(plan.members):
+            return plan.members[index].config.num_updates
+        return None
+
+    finished, damaged = load_members(out, updates_of)
+    notes = []
+    for path, why in damaged:
+        where = set_aside(out, path).parent if move else path.parent
+        notes.append(
+            f"{path}: damaged ({why}); moved to {where}, its members train again"
+        )
+    return finished, notes
