@@ -233,8 +233,9 @@ print(json.dumps({{"action": int(policy(np.asarray(obs))), "env": policy.env}}))
     failed = subprocess.run(
         [*cli, "eval", str(run)], env=env, timeout=300, capture_output=True, text=True
     )
-    assert failed.returncode == 2
-    assert failed.stderr == (
-        "ondevice-rl eval: error: cannot import 'taxi_port.env:make_taxi': no "
-        "module named 'taxi_port' (is its folder on PYTHONPATH?)\n"
+    assert failed.returncode == 2 and failed.stderr.count("\n") == 1
+    assert failed.stderr.startswith("ondevice-rl eval: error: ")
+    assert failed.stderr.endswith(
+        "cannot import 'taxi_port.env:make_taxi': no module named 'taxi_port' "
+        "(is its folder on PYTHONPATH?)\n"
     )
