@@ -210,3 +210,28 @@ def test_load_policy_keeps_the_carry_within_an_episode():
     keys = jax.random.split(jax.random.key(3), 16)
     assert [episode_return(k, False) for k in keys] == [1.0] * 16
     assert sum(episode_return(k, True) for k in keys) < 14  # chance is 8
+
+
+def test_recurrent_program_is_host_silent_deterministic_and_traced(name="pqn"):
+    """A compiled population program with memory (the kit's one scaffold
+    serves PPO, A2C and PQN alike): no host traffic in it, runs under the
+    transfer guard, same key → same bits, new traced values → no recompile
+    and other numbers."""
+    config = _probe_config(name, "gru", total=4 * 16 * 12)
+    train = jax.jit(jax.vmap(get_algorithm(name).make_train(config)))
+    hp = jax.tree.map(lambda x: jnp.stack([x, x]), config.hyperparams)
+    text = train.lower(SEEDS, hp).as_text().lower()
+    assert not [
+        m for m in ("callback", "infeed", "outfeed", "send", "recv") if m in text
+    ]
+    seeds, hp = jax.device_put((SEEDS, hp))
+    first = jax.device_get(train(seeds, hp).metrics)
+    with jax.transfer_guard("disallow"):
+        again = jax.block_until_ready(train(seeds, hp).metrics)
+    for key in first:
+        np.testing.assert_array_equal(first[key], np.asarray(again[key]))
+    other = hp._replace(learning_rate=hp.learning_rate * 3, gamma=hp.gamma * 0.5)
+    changed = jax.device_get(train(seeds, jax.device_put(other)).metrics)
+    assert train._cache_size() == 1
+    loss = "td_loss" if name == "pqn" else "total_loss"
+    assert not np.array_equal(first[loss], changed[loss])
