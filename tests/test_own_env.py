@@ -188,24 +188,15 @@ def test_a_wrong_sync_fails_the_check_with_exit_1(capsys):
     assert "FAIL  conformance" in out and "AttributeError" in out
 
 
-def test_train_by_entry_string_then_eval_and_load_in_fresh_processes(tmp_path):
-    """The whole path a user takes, each step a process of its own."""
-    site = _dist_info(tmp_path / "site", {PLUGIN: ENTRY})
-    env = {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join([str(EXAMPLE), str(site)]),
-        "ONDEVICE_RL_CACHE_DIR": "off",
-        "JAX_PLATFORMS": "cpu",
-    }
+def test_train_by_entry_string_then_eval_and_load_in_a_fresh_process(
+    example, tmp_path, capsys
+):
+    """The path a user takes: train by the entry string through the CLI, then
+    evaluate and load in a process of its own (the package on PYTHONPATH,
+    the entry point from a dist-info)."""
     run = tmp_path / "run"
-    cli = [
-        sys.executable,
-        "-c",
-        "import sys; from ondevice_rl.train.cli import main; sys.exit(main())",
-    ]
-    train = [*cli, "train", "--env", ENTRY, "--total-timesteps", "512"]
-    train += ["--num-envs", "4", "--segments", "1", "--no-progress", "--out", str(run)]
-    subprocess.run(train, env=env, check=True, timeout=300, capture_output=True)
+    argv = ["train", "--env", ENTRY, "--total-timesteps", "512", "--num-envs", "4"]
+    assert main([*argv, "--segments", "1", "--no-progress", "--out", str(run)]) == 0
     assert json.loads((run / "config.json").read_text())["config"]["env"] == ENTRY
     use = f"""
 import json, jax, numpy as np, ondevice_rl
@@ -216,6 +207,8 @@ env, params = ondevice_rl.make({PLUGIN!r})  # the entry point's name
 obs, _ = env.reset(jax.random.key(0), params)
 print(json.dumps({{"action": int(policy(np.asarray(obs))), "env": policy.env}}))
 """
+    path = os.pathsep.join([str(EXAMPLE), str(example)])
+    env = {**os.environ, "PYTHONPATH": path, "ONDEVICE_RL_CACHE_DIR": "off"}
     done = subprocess.run(
         [sys.executable, "-c", use],
         env=env,
@@ -228,14 +221,20 @@ print(json.dumps({{"action": int(policy(np.asarray(obs))), "env": policy.env}}))
     result = json.loads(done.stdout.strip().splitlines()[-1])
     assert 0 <= result["action"] < 6 and result["env"] == ENTRY
     assert json.loads((run / "eval.json").read_text())["episodes"] == 4
-    # Without the package on the path: one line naming what cannot be imported.
-    env["PYTHONPATH"] = ""
-    failed = subprocess.run(
-        [*cli, "eval", str(run)], env=env, timeout=300, capture_output=True, text=True
-    )
-    assert failed.returncode == 2 and failed.stderr.count("\n") == 1
-    assert failed.stderr.startswith("ondevice-rl eval: error: ")
-    assert failed.stderr.endswith(
-        "cannot import 'taxi_port.env:make_taxi': no module named 'taxi_port' "
+
+
+def test_a_run_whose_module_is_gone_is_one_line(example, tmp_path, capsys):
+    """A run of an entry string, evaluated where its module cannot be
+    imported (config.json names a module that is not there)."""
+    run = tmp_path / "run"
+    argv = ["train", "--env", ENTRY, "--total-timesteps", "512", "--num-envs", "4"]
+    assert main([*argv, "--segments", "1", "--no-progress", "--out", str(run)]) == 0
+    config = run / "config.json"
+    config.write_text(config.read_text().replace(ENTRY, "gone_port.env:make_taxi"))
+    assert main(["eval", str(run)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("ondevice-rl eval: error: ") and err.count("\n") == 1
+    assert err.endswith(
+        "cannot import 'gone_port.env:make_taxi': no module named 'gone_port' "
         "(is its folder on PYTHONPATH?)\n"
     )
