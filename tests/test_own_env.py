@@ -202,3 +202,15 @@ def test_a_run_whose_module_is_gone_is_one_line(example, tmp_path, capsys):
         "cannot import 'gone_port.env:make_taxi': no module named 'gone_port' "
         "(is its folder on PYTHONPATH?)\n"
     )
+
+
+def test_envs_lists_plugins_and_warns_once_for_a_broken_one(
+    example, monkeypatch, capsys
+):
+    monkeypatch.setattr(envs, "names", lambda: [PLUGIN, "broken/Env-v0"])
+    assert main(["envs"]) == 0
+    out, err = capsys.readouterr()
+    assert PLUGIN in out and "[500]" in out and "taxi-port" in out
+    assert err.count("\n") == 1 and err.startswith(
+        "ondevice-rl envs: warning: environment 'broken/Env-v0' of taxi-port: "
+    )
