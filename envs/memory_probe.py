@@ -84,7 +84,7 @@ class ProbeMemoryTruncation(ProbeMemory):
         return state, state.cue.astype(jnp.float32), jnp.bool_(False)
 
     def observe(self, state, params):
-        return jax.nn.one_hot(state.cue, 2) * (state.time == 0)
+        return jax.nn.one_hot(state.cue, 2, dtype=jnp.float32) * (state.time == 0)
 
     def observation_space(self, params):
         return Box(0.0, 1.0, (2,), jnp.float32)
