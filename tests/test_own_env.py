@@ -176,13 +176,8 @@ print(json.dumps({{"action": int(policy(np.asarray(obs))), "env": policy.env}}))
     assert 0 <= result["action"] < 6 and result["env"] == ENTRY
     assert json.loads((run / "eval.json").read_text())["episodes"] == 4
 
-
-def test_a_run_whose_module_is_gone_is_one_line(example, tmp_path, capsys):
-    """A run of an entry string, evaluated where its module cannot be
-    imported (config.json names a module that is not there)."""
-    run = tmp_path / "run"
-    argv = ["train", "--env", ENTRY, "--total-timesteps", "512", "--num-envs", "4"]
-    assert main([*argv, "--segments", "1", "--no-progress", "--out", str(run)]) == 0
+    # The same run where its module cannot be imported: one line, exit 2.
+    capsys.readouterr()
     config = run / "config.json"
     config.write_text(config.read_text().replace(ENTRY, "gone_port.env:make_taxi"))
     assert main(["eval", str(run)]) == 2
