@@ -8,8 +8,9 @@
   read-only directory) and stopped the run. Its one line says which file and
   why, where the run stopped, whether ``config.json`` could record the stop
   and where a resume starts (``failure``).
-* ``as_os_error``: orbax reports a failed write in its own exception types;
-  this finds the ``OSError`` behind one, or makes one.
+* ``set_aside``: the skipped checkpoints moved aside, noted in
+  ``config.json``; ``save``: a checkpoint save whose failure, of whatever
+  exception type orbax raises, is an ``OSError`` (``as_os_error``).
 """
 
 import errno
@@ -18,7 +19,12 @@ from typing import Any
 
 import jax
 
-from ondevice_rl.checkpoint import CheckpointMismatch, Checkpoints, NoVerifiedCheckpoint
+from ondevice_rl.checkpoint import (
+    CheckpointMismatch,
+    Checkpoints,
+    NoVerifiedCheckpoint,
+    describe_skipped,
+)
 from ondevice_rl.train.kit.registry import trainer_for
 from ondevice_rl.train.run import artifacts
 
@@ -57,6 +63,27 @@ def resume_point(spec: Any, checkpoints: Checkpoints) -> tuple[int, list]:
     return step or 0, skipped
 
 
+def set_aside(checkpoints: Checkpoints, skipped: list, files: Any, done: int) -> str:
+    """Moves the skipped checkpoints aside (before the run saves past them:
+    nothing of theirs counts toward the newest kept) and records them with
+    the resume in ``config.json``; the line that says so."""
+    aside = checkpoints.set_aside([step for step, _ in skipped])
+    files.note_resume(skipped=[f"{step}: {why}" for step, why in skipped])
+    return (
+        f"skipped {describe_skipped(skipped)}, moved to {aside}; resuming from "
+        f"update {done}"
+    )
+
+
+def save(checkpoints: Checkpoints, step: int, state: Any) -> None:
+    """``checkpoints.save``; a failure of any kind there is a failed write,
+    raised as ``OSError`` naming the checkpoint."""
+    try:
+        checkpoints.save(step, state)
+    except Exception as e:  # noqa: BLE001
+        raise as_os_error(e, checkpoints.path(step)) from e
+
+
 def where(error: OSError, out: Path | None) -> str:
     """``path (reason)`` of a failed write."""
     return f"{error.filename or out} ({error.strerror or error})"
@@ -78,12 +105,12 @@ def as_os_error(error: BaseException, path: Path) -> OSError:
 def failure(
     error: OSError, files: Any, status: dict, done: int, kept: int
 ) -> RunWriteError:
-    """Records the stop in ``config.json`` (``status`` failed, ``reason``) if
+    """Records the stop in ``config.json`` (``status``, and ``reason``) if
     that write still succeeds; the error saying so. ``done``: the updates
     written; ``kept``: the last verified checkpoint (0: none)."""
     reason = f"cannot write {where(error, files.out)}"
     try:
-        files.finish(None, **dict(status, status="failed", reason=reason))
+        files.finish(None, **status, reason=reason)
         recorded = f"{artifacts.CONFIG_FILE} records the stop"
     except OSError:
         recorded = f"{artifacts.CONFIG_FILE} could not record the stop either"

@@ -19,6 +19,22 @@ from ondevice_rl.train.run import artifacts
 from ondevice_rl.train.services.tensorboard import TensorBoardLog
 
 
+def summary(result: Any, status: str) -> dict[str, Any]:
+    """What ``config.json`` records when a call ends (``result``: its
+    ``RunResult``)."""
+    return dict(
+        status=status,
+        updates=len(result.metrics.get("episode_return", [])),
+        env_steps=result.env_steps,
+        compile_s=result.compile_s,
+        run_s=result.run_s,
+        sps=result.sps,
+        final_return=result.final_return,
+        checkpoint=result.checkpoint,
+        nonfinite=result.nonfinite,
+    )
+
+
 @contextlib.contextmanager
 def _writing(path: Path):
     """Names ``path`` in an ``OSError`` raised without a file name."""

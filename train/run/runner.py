@@ -19,13 +19,10 @@ compiled code.
   checkpoints and writes everything; a second one exits at once (the last
   checkpoint stays). ``resume_training`` continues from the latest
   checkpoint; on CPU the result equals the uninterrupted run's exactly.
-* Damage and concurrency: the run directory is locked while this process
-  writes it (``train/run/lock.py``), before anything compiles. A resume
-  starts from the newest checkpoint that verifies; newer ones that do not
-  are named in one line and moved aside (``Checkpoints.set_aside``). A
-  failed write (a full disk, a read-only directory) stops the run at once:
-  ``RunWriteError`` in one line, ``config.json`` recording the stop if it
-  still can; the last verified checkpoint stays for a resume.
+* Damage and concurrency (``train/run/recovery.py``): the run directory is
+  locked before anything compiles (``train/run/lock.py``); a resume starts
+  from the newest checkpoint that verifies, newer ones moved aside; a failed
+  write stops the run in one line (``RunWriteError``).
 * NaN guard: every segment also returns whether all parameters are still
   finite; with the per-update losses this names the first bad update and
   metric. The run then stops without checkpointing the bad state.
@@ -47,7 +44,7 @@ from typing import Any
 import jax
 import numpy as np
 
-from ondevice_rl.checkpoint import Checkpoints, describe_skipped
+from ondevice_rl.checkpoint import Checkpoints
 from ondevice_rl.metrics import final_return
 from ondevice_rl.train.kit.registry import algorithm_of
 from ondevice_rl.train.run import artifacts, recovery
@@ -55,7 +52,7 @@ from ondevice_rl.train.run.checks import CHECKPOINT_SECONDS, check_run_args
 from ondevice_rl.train.run.lock import DirLock
 from ondevice_rl.train.run.plan import Segment, plan_segments
 from ondevice_rl.train.run.recovery import RunWriteError
-from ondevice_rl.train.run.run_files import RunFiles
+from ondevice_rl.train.run.run_files import RunFiles, summary
 from ondevice_rl.train.run.run_spec import RunResult, RunSpec
 from ondevice_rl.train.run.segments import EVAL_METRIC, Evaluation, compile_programs
 from ondevice_rl.train.services.interrupt import stop_at_boundary
@@ -115,9 +112,7 @@ def run_training(
             an env the learner cannot act in, or a state that would not fit
             in device memory.
         KeyError: an unknown env.
-        RunWriteError: a write into ``out_dir`` failed (a full disk, a
-            read-only directory): the run stopped there (one line, saying
-            whether ``config.json`` recorded the stop).
+        RunWriteError: a write into ``out_dir`` failed and stopped the run.
     """
     check_run_args(checkpoint_every=checkpoint_every)
     spec = RunSpec.create(
@@ -152,8 +147,8 @@ def resume_training(
     Raises:
         RunDirError: one line, before compiling: not a run, a damaged
             ``config.json`` or ``metrics.jsonl``, checkpoints none of which
-            verifies (nothing is moved then), another process writing there.
-        RunWriteError: a write failed mid-run (see ``run_training``).
+            verifies (nothing moved then), another process writing there.
+        RunWriteError: as ``run_training``.
     """
     check_run_args(checkpoint_every=checkpoint_every)
     out = Path(out_dir)
@@ -196,8 +191,9 @@ def _train(spec, out, resume, progress, on_segment, checkpoint_every) -> RunResu
         try:
             run = _setup(spec, out, checkpoints, resume, progress)
         except OSError as e:
-            where = recovery.where(e, out)
-            raise RunWriteError(e.errno, f"cannot write {where}") from None
+            raise RunWriteError(
+                e.errno, f"cannot write {recovery.where(e, out)}"
+            ) from e
         notify = lambda message: run.bar.log(message, True)  # noqa: E731
         with run.bar, stop_at_boundary(notify, STOP_MESSAGE) as stop:
             for line in run.notices:
@@ -212,17 +208,9 @@ def _setup(spec, out, checkpoints, resume, progress) -> _Run:
     resuming, newer damaged ones moved aside) and opens the run's files and
     progress bar; nothing compiled yet."""
     config = spec.config
-    done, skipped, notices = 0, [], []
-    if resume:
-        done, skipped = recovery.resume_point(spec, checkpoints)
+    done, skipped = recovery.resume_point(spec, checkpoints) if resume else (0, [])
     files = RunFiles(out, spec, done, resumed=resume)
-    if skipped:
-        aside = checkpoints.set_aside([step for step, _ in skipped])
-        notices.append(
-            f"skipped {describe_skipped(skipped)}, moved to {aside}; resuming from "
-            f"update {done}"
-        )
-        files.note_resume(skipped=[f"{step}: {why}" for step, why in skipped])
+    notices = [recovery.set_aside(checkpoints, skipped, files, done)] if skipped else []
     plan = plan_segments(config.num_updates, spec.segment_length, spec.eval_every, done)
     files.start([s.length for s in plan], done)
     label = f"{config.env} {algorithm_of(config).name}"
@@ -302,13 +290,8 @@ def _record(run: _Run, metrics: dict[str, np.ndarray], segment: Segment) -> None
 
 
 def _save(run: _Run) -> None:
-    """Checkpoints the state; a failure of any kind there is a failed write
-    (``OSError``: orbax reports a full disk in its own exception types)."""
     if run.checkpoints is not None:
-        try:
-            run.checkpoints.save(run.done, run.state)
-        except Exception as e:  # noqa: BLE001
-            raise recovery.as_os_error(e, run.checkpoints.path(run.done)) from e
+        recovery.save(run.checkpoints, run.done, run.state)
         run.saved = run.done
 
 
@@ -342,22 +325,14 @@ def _finish(run: _Run) -> RunResult:
         config=config,
     )
     failed, stopped = run.nonfinite or run.write_error, run.stopped
-    status = dict(
-        status="failed" if failed else "interrupted" if stopped else "finished",
-        updates=len(returns),
-        env_steps=result.env_steps,
-        compile_s=result.compile_s,
-        run_s=result.run_s,
-        sps=result.sps,
-        final_return=result.final_return,
-        checkpoint=result.checkpoint,
-        nonfinite=result.nonfinite,
-    )
+    status = "failed" if failed else "interrupted" if stopped else "finished"
     if run.write_error is None:
         try:
-            run.files.finish(metrics, **status)
+            run.files.finish(metrics, **summary(result, status))
             return result
         except OSError as e:
             run.write_error = e
     kept = run.saved if run.saved is not None else run.resumed_from
-    raise recovery.failure(run.write_error, run.files, status, run.done, kept)
+    raise recovery.failure(
+        run.write_error, run.files, summary(result, "failed"), run.done, kept
+    )
