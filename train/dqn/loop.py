@@ -17,7 +17,6 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from ondevice_rl.metrics import episode_metrics
 from ondevice_rl.replay import ReplayBuffer
 from ondevice_rl.rollout import rollout
 from ondevice_rl.train.dqn.config import DQNConfig, Hyperparams
@@ -34,7 +33,7 @@ from ondevice_rl.train.kit.protocol import (
     whole_run,
 )
 from ondevice_rl.train.kit.replay import crossed, empty_buffer
-from ondevice_rl.train.kit.state import TrainState, initial_state
+from ondevice_rl.train.kit.state import TrainState, advanced, initial_state
 from ondevice_rl.train.kit.targets import polyak
 
 
@@ -137,17 +136,10 @@ def make_trainer(config: DQNConfig) -> Trainer:
             lambda: polyak(params, target_params, hp.tau),
             lambda: target_params,
         )
-        tracker, metrics = episode_metrics(
-            episodes, rollout_state.env_state, state.episodes
-        )
-        new_state = state._replace(
-            params=params,
-            opt_state=opt_state,
-            rollout=rollout_state._replace(key=key),
-            update_step=state.update_step + 1,
-            episodes=tracker,
-            extra=Extra(target_params, buffer),
-        )
+        new_state, metrics = advanced(
+            state, rollout_state, key, episodes,
+            params=params, opt_state=opt_state, extra=Extra(target_params, buffer),
+        )  # fmt: skip
         return new_state, {**metrics, **stats._asdict(), "epsilon": eps}
 
     policy = q_policy(agent, config.eps_end)

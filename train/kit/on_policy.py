@@ -17,7 +17,6 @@ import jax
 import jax.numpy as jnp
 from jax.flatten_util import ravel_pytree
 
-from ondevice_rl.metrics import episode_metrics
 from ondevice_rl.normalize import normalize_obs, normalize_rollout
 from ondevice_rl.rollout import Transition, rollout
 from ondevice_rl.sharding import all_mean
@@ -27,7 +26,7 @@ from ondevice_rl.train.kit.minibatches import shuffled_minibatches
 from ondevice_rl.train.kit.optim import gradient_step
 from ondevice_rl.train.kit.protocol import HostLoop, Trainer, scan_updates
 from ondevice_rl.train.kit.schedules import learning_rate_fn
-from ondevice_rl.train.kit.state import TrainState, initial_state
+from ondevice_rl.train.kit.state import TrainState, advanced, initial_state
 
 
 class OnPolicyLearner(NamedTuple):
@@ -201,17 +200,10 @@ def on_policy_trainer(
         params, opt_state, stats = learn(
             state.params, state.opt_state, traj, learn_key, hp
         )
-        tracker, metrics = episode_metrics(
-            episodes, rollout_state.env_state, state.episodes, axis_name
-        )
-        new_state = state._replace(
-            params=params,
-            opt_state=opt_state,
-            rollout=rollout_state._replace(key=key),
-            update_step=state.update_step + 1,
-            episodes=tracker,
-            normalizer=norm,
-        )
+        new_state, metrics = advanced(
+            state, rollout_state, key, episodes, axis_name,
+            params=params, opt_state=opt_state, normalizer=norm,
+        )  # fmt: skip
         extra = learner.metrics(hp, env_steps)
         return new_state, {**metrics, **stats._asdict(), **extra}
 

@@ -12,7 +12,7 @@ import jax
 import jax.numpy as jnp
 from jax.flatten_util import ravel_pytree
 
-from ondevice_rl.metrics import EpisodeTracker
+from ondevice_rl.metrics import EpisodeTracker, episode_metrics
 from ondevice_rl.networks import ActorCritic, QNetwork
 from ondevice_rl.normalize import Normalizer, init_normalizer
 from ondevice_rl.rollout import RolloutState, batch_reset
@@ -96,3 +96,27 @@ def initial_state(
         normalizer=normalizer,
         extra=extra(params),
     )
+
+
+def advanced(
+    state: TrainState,
+    rollout_state: RolloutState,
+    key: jax.Array,
+    episodes: Any,
+    axis_name: str | None = None,
+    **changes: Any,
+) -> tuple[TrainState, dict]:
+    """The state after one update, and the update's episode metrics: the
+    new rollout state (its key now ``key``), one more update counted, the
+    episode tracker fed the rollout's ``episodes`` (``[T, B]`` ends), and
+    the learner's ``changes`` (params, optimiser state, ...)."""
+    tracker, metrics = episode_metrics(
+        episodes, rollout_state.env_state, state.episodes, axis_name
+    )
+    state = state._replace(
+        rollout=rollout_state._replace(key=key),
+        update_step=state.update_step + 1,
+        episodes=tracker,
+        **changes,
+    )
+    return state, metrics
