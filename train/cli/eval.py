@@ -30,9 +30,9 @@ def add_subcommands(subparsers, algo: str | None = None) -> None:
     evaluate = subparsers.add_parser(
         "eval",
         help="evaluate a trained run's policy on many episodes, on the device",
-        description="Restore RUN_DIR's latest checkpoint and run whole episodes "
-        "vmapped in one compiled program; print return and length statistics "
-        f"and write {EVAL_FILE} into RUN_DIR.",
+        description="Restore RUN_DIR's newest checkpoint that verifies and run "
+        "whole episodes vmapped in one compiled program; print return and "
+        f"length statistics and write {EVAL_FILE} into RUN_DIR.",
     )
     evaluate.add_argument("run_dir", type=Path, metavar="RUN_DIR")
     evaluate.add_argument(

@@ -100,8 +100,8 @@ def add_subcommands(subparsers, algo: str = DEFAULT) -> None:
         "--resume",
         type=Path,
         metavar="RUN_DIR",
-        help="continue the run in RUN_DIR from its latest checkpoint, with its "
-        "stored config (--total-timesteps may extend it)",
+        help="continue the run in RUN_DIR from its newest checkpoint that "
+        "verifies, with its stored config (--total-timesteps may extend it)",
     )
     train.add_argument(
         "--force", action="store_true", help="replace an earlier run in --out"
