@@ -428,6 +428,16 @@ def test_a_damaged_sweep_chunk_is_moved_aside_and_retrained(tmp_path, capsys):
     _damage(out / "curves.npz", "flip")
     assert main(["plot", str(out), "--out", str(tmp_path / "c.png")]) == 2
     _one_line_error(capsys.readouterr().err, "plot", "curves.npz: damaged")
+    full = tmp_path / "full"  # the disk fills after the first chunk
+    undo = fault_injection.install(full, errno.ENOSPC, 2_000)
+    try:
+        assert main([*argv[:-1], str(full)]) == 1
+    finally:
+        undo()
+    _one_line_error(capsys.readouterr().err, "sweep", "(No space left on device)")
+    assert main(["sweep", "--resume", "--out", str(full), "--no-progress"]) == 0
+    assert (full / "sweep.csv").read_text() == whole
+    assert not list((full / "members").glob(".tmp*"))
 
 
 # Long variants.

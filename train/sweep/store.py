@@ -13,6 +13,7 @@ hold what the plan says is reported with why, for the resume to move it
 into ``members/damaged/`` and train its members again.
 """
 
+import contextlib
 import os
 import shutil
 import zipfile
@@ -124,8 +125,13 @@ def save_members(out: Path, metrics: dict[int, dict[str, np.ndarray]]) -> None:
     arrays = {f"{i}/{name}": v for i, m in metrics.items() for name, v in m.items()}
     path = folder / f"chunk-{first}-{len(metrics)}.npz"
     tmp = folder / f".tmp-{first}.npz"
-    np.savez(tmp, **arrays)
-    os.replace(tmp, path)
+    try:
+        np.savez(tmp, **arrays)
+        os.replace(tmp, path)
+    except OSError:
+        with contextlib.suppress(OSError):
+            tmp.unlink()  # a full disk: leave no half file behind
+        raise
 
 
 def read_chunk(path: Path) -> dict[int, dict[str, np.ndarray]]:
