@@ -444,7 +444,7 @@ def test_a_damaged_sweep_chunk_is_moved_aside_and_retrained(tmp_path, capsys):
 
 
 @pytest.mark.slow
-def test_two_real_trainings_on_one_directory(reference, tmp_path):
+def test_two_real_trainings_on_one_directory(tmp_path):
     out = tmp_path / "run"
     args = [*TRAIN, "--out", str(out)]
     args[args.index("--total-timesteps") + 1] = "409600"  # 800 updates
@@ -459,3 +459,5 @@ def test_two_real_trainings_on_one_directory(reference, tmp_path):
     first.wait(timeout=60)
     again = _spawn(["train", "--resume", str(out), "--no-progress"], tmp_path)
     assert again.wait(timeout=900) == 0, again.stderr.read()
+    lines = (out / "metrics.jsonl").read_text().splitlines()
+    assert [json.loads(line)["update"] for line in lines] == list(range(1, 801))
