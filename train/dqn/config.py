@@ -19,12 +19,13 @@ from ondevice_rl.train.kit.config import (
     learner_config,
     traced,
 )
+from ondevice_rl.train.kit.replay import ReplaySizes, check_replay_sizes
 
 LOSSES = ("mse", "huber")
 
 
 @learner_config
-class DQNConfig(EpsilonGreedyFields, LearnerConfig):
+class DQNConfig(EpsilonGreedyFields, ReplaySizes, LearnerConfig):
     """Everything that sets a shape or a loop length (static), plus defaults
     for the traced hyperparameters (``config.hyperparams``).
 
@@ -79,40 +80,12 @@ class DQNConfig(EpsilonGreedyFields, LearnerConfig):
             raise ValueError(
                 f"{name}.loss must be one of {', '.join(LOSSES)}, got {self.loss!r}"
             )
-        starts = self.learning_starts
-        if isinstance(starts, bool) or not isinstance(starts, int) or starts < 0:
-            raise ValueError(
-                f"{name}.learning_starts must be a non-negative int, got {starts!r}"
-            )
-        if self.buffer_size < self.batch_size:
-            raise ValueError(
-                f"{name}: buffer_size={self.buffer_size} is less than "
-                f"batch_size={self.batch_size}"
-            )
         needed = max(self.n_step, self.train_frequency)
-        if self.buffer_capacity < needed:
-            raise ValueError(
-                f"{name}: buffer_size={self.buffer_size} holds {self.buffer_capacity} "
-                f"vector steps of num_envs={self.num_envs}; needs at least {needed} "
-                "(n_step, train_frequency)"
-            )
-
-    @property
-    def buffer_capacity(self) -> int:
-        """Vector steps the buffer holds (its time rows)."""
-        return self.buffer_size // self.num_envs
+        check_replay_sizes(self, needed, "n_step, train_frequency")
 
     @property
     def steps_per_update(self) -> int:
         return self.num_envs * self.train_frequency
-
-    @property
-    def num_updates(self) -> int:
-        return self.total_timesteps // self.steps_per_update
-
-    @property
-    def learn_batch_size(self) -> int:
-        return self.batch_size
 
 
 Hyperparams = DQNConfig.HYPERPARAMS

@@ -17,6 +17,7 @@ from ondevice_rl.metrics import FINAL_WINDOW
 from ondevice_rl.returns import n_step_returns
 from ondevice_rl.rollout import EpisodeInfo, Transition
 from ondevice_rl.train.kit.config import LearnerConfig, Range, traced
+from ondevice_rl.train.kit.replay import ReplaySizes, check_replay_sizes
 
 #: Largest number of vector steps one update may take to realise a
 #: fractional update-to-data ratio (``utd_ratio · num_envs = g / k``).
@@ -40,7 +41,7 @@ def replay_shape(utd_ratio: float, num_envs: int) -> tuple[int, int]:
 
 
 @dataclasses.dataclass(frozen=True)
-class OffPolicyConfig(LearnerConfig):
+class OffPolicyConfig(ReplaySizes, LearnerConfig):
     """Fields of the off-policy actor-critics for continuous actions.
 
     One update takes ``k`` vector steps of ``num_envs`` envs (stored, raw
@@ -75,11 +76,6 @@ class OffPolicyConfig(LearnerConfig):
 
     def validate(self) -> None:
         name = type(self).__name__
-        starts = self.learning_starts
-        if isinstance(starts, bool) or not isinstance(starts, int) or starts < 0:
-            raise ValueError(
-                f"{name}.learning_starts must be a non-negative int, got {starts!r}"
-            )
         ratio = self.utd_ratio
         if isinstance(ratio, bool) or not isinstance(ratio, int | float):
             raise ValueError(f"{name}.utd_ratio must be a number, got {ratio!r}")
@@ -89,18 +85,8 @@ class OffPolicyConfig(LearnerConfig):
             vector_steps, _ = replay_shape(ratio, self.num_envs)
         except ValueError as e:
             raise ValueError(f"{name}: {e}") from None
-        if self.buffer_size < self.batch_size:
-            raise ValueError(
-                f"{name}: buffer_size={self.buffer_size} is less than "
-                f"batch_size={self.batch_size}"
-            )
         needed = max(self.n_step, vector_steps)
-        if self.buffer_capacity < needed:
-            raise ValueError(
-                f"{name}: buffer_size={self.buffer_size} holds {self.buffer_capacity} "
-                f"vector steps of num_envs={self.num_envs}; needs at least {needed} "
-                "(n_step, vector steps per update)"
-            )
+        check_replay_sizes(self, needed, "n_step, vector steps per update")
 
     @property
     def vector_steps(self) -> int:
@@ -113,21 +99,8 @@ class OffPolicyConfig(LearnerConfig):
         return replay_shape(self.utd_ratio, self.num_envs)[1]
 
     @property
-    def buffer_capacity(self) -> int:
-        """Vector steps the buffer holds (its time rows)."""
-        return self.buffer_size // self.num_envs
-
-    @property
     def steps_per_update(self) -> int:
         return self.vector_steps * self.num_envs
-
-    @property
-    def num_updates(self) -> int:
-        return self.total_timesteps // self.steps_per_update
-
-    @property
-    def learn_batch_size(self) -> int:
-        return self.batch_size
 
 
 class Model(NamedTuple):

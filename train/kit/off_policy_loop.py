@@ -88,7 +88,7 @@ def require_continuous(setup: EnvSetup, learner: str, env_name: str) -> BoxScale
     if not setup.continuous:
         raise ValueError(
             f"{learner} needs a continuous action space; {env_name} has a "
-            "discrete one (try ppo, dqn or pqn)"
+            "discrete one (try ppo, a2c, dqn or pqn)"
         )
     try:
         return BoxScale.of(setup.env.action_space(setup.default_params))

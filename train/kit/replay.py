@@ -1,6 +1,8 @@
 """What the off-policy learners share around the device replay buffer
 (``ondevice_rl.replay``)."""
 
+from typing import Any
+
 import jax
 import jax.numpy as jnp
 
@@ -29,6 +31,49 @@ def empty_buffer(setup: EnvSetup, num_envs: int, capacity: int) -> ReplayBuffer:
         extras=(),
     )
     return ReplayBuffer.create(example, capacity)
+
+
+class ReplaySizes:
+    """Sizes of a learner that learns from a replay buffer of
+    ``buffer_size`` transitions in batches of ``batch_size`` (mix into the
+    config; it defines ``steps_per_update``)."""
+
+    @property
+    def buffer_capacity(self) -> int:
+        """Vector steps the buffer holds (its time rows)."""
+        return self.buffer_size // self.num_envs
+
+    @property
+    def num_updates(self) -> int:
+        return self.total_timesteps // self.steps_per_update
+
+    @property
+    def learn_batch_size(self) -> int:
+        return self.batch_size
+
+
+def check_replay_sizes(config: Any, needed: int, needed_by: str) -> None:
+    """One-line ValueErrors for replay settings that cannot work: a negative
+    ``config.learning_starts``, a buffer smaller than one batch, or one
+    holding fewer than ``needed`` vector steps (``config.buffer_capacity``;
+    ``needed_by`` names the fields that need them)."""
+    name = type(config).__name__
+    starts = config.learning_starts
+    if isinstance(starts, bool) or not isinstance(starts, int) or starts < 0:
+        raise ValueError(
+            f"{name}.learning_starts must be a non-negative int, got {starts!r}"
+        )
+    if config.buffer_size < config.batch_size:
+        raise ValueError(
+            f"{name}: buffer_size={config.buffer_size} is less than "
+            f"batch_size={config.batch_size}"
+        )
+    if config.buffer_capacity < needed:
+        raise ValueError(
+            f"{name}: buffer_size={config.buffer_size} holds "
+            f"{config.buffer_capacity} vector steps of num_envs={config.num_envs}; "
+            f"needs at least {needed} ({needed_by})"
+        )
 
 
 def crossed(before: jax.Array, after: jax.Array, every: int) -> jax.Array:

@@ -34,6 +34,13 @@ def make_trainer(config: SACConfig) -> Trainer:
     return off_policy_trainer(config, "sac", functools.partial(_learner, config))
 
 
+def make_train(config: SACConfig) -> Callable[..., TrainOutput]:
+    """``train(key, hyperparams, env_params=None) -> TrainOutput``, pure;
+    ``metrics[name]`` is ``[num_updates]`` (leading population axes under
+    ``vmap``)."""
+    return whole_run(make_trainer(config))
+
+
 def _learner(config: SACConfig, action_dim: int, obs_ndim: int) -> OffPolicyLearner:
     actor = SquashedGaussianActor(
         action_dim, config.hidden, config.activation, obs_ndim
@@ -65,9 +72,10 @@ def _learner(config: SACConfig, action_dim: int, obs_ndim: int) -> OffPolicyLear
             tx, critic_loss, nets.critic, model.critic, critic_opt,
             seq.obs[0], seq.action[0], targets,
         )  # fmt: skip
+        critics = functools.partial(nets.critic, critic)
         actor_flat, actor_opt, actor_stats = gradient_step(
             tx, actor_loss, nets.actor, model.actor, actor_opt,
-            nets.critic, critic, seq.obs[0], actor_key, alpha,
+            critics, seq.obs[0], actor_key, alpha,
         )  # fmt: skip
         log_alpha = model.own
         if config.learn_alpha:
@@ -95,10 +103,3 @@ def _learner(config: SACConfig, action_dim: int, obs_ndim: int) -> OffPolicyLear
     return OffPolicyLearner(
         actor, explore, act, init_own, init_opt, learn_step, SACStats
     )
-
-
-def make_train(config: SACConfig) -> Callable[..., TrainOutput]:
-    """``train(key, hyperparams, env_params=None) -> TrainOutput``, pure;
-    ``metrics[name]`` is ``[num_updates]`` (leading population axes under
-    ``vmap``)."""
-    return whole_run(make_trainer(config))

@@ -46,16 +46,15 @@ class ActorStats(NamedTuple):
 def actor_loss(
     actor: Callable,
     flat: jax.Array,
-    critic: Callable,
-    critic_flat: jax.Array,
+    critics: Callable,
     obs: jax.Array,
     key: jax.Array,
     alpha: jax.Array,
 ) -> tuple[jax.Array, ActorStats]:
     """``mean(α log π(a|s) − min_i Q_i(s, a))``, ``a ~ π(s)`` reparameterised;
-    ``obs`` ``[M, *obs_shape]``."""
+    ``obs`` ``[M, *obs_shape]``, ``critics(obs, action) -> Q [M, 2]``."""
     action, log_prob = squashed_sample(key, *actor(flat, obs))
-    q = critic(critic_flat, obs, action).min(axis=-1)
+    q = critics(obs, action).min(axis=-1)
     loss = jnp.mean(alpha * log_prob - q)
     return loss, ActorStats(loss, jax.lax.stop_gradient(log_prob.mean()))
 

@@ -58,13 +58,12 @@ def _learner(config: TD3Config, action_dim: int, obs_ndim: int) -> OffPolicyLear
             tx, critic_loss, nets.critic, model.critic, critic_opt,
             seq.obs[0], seq.action[0], targets,
         )  # fmt: skip
-        obs = seq.obs[0]
+        obs, critics = seq.obs[0], functools.partial(nets.critic, critic)
 
         def delayed():
             actor_flat, opt, loss = gradient_step(
-                tx, actor_loss, nets.actor, model.actor, actor_opt,
-                nets.critic, critic, obs,
-            )  # fmt: skip
+                tx, actor_loss, nets.actor, model.actor, actor_opt, critics, obs
+            )
             targets = (
                 polyak(actor_flat, model.own, hp.tau),
                 polyak(critic, model.target_critic, hp.tau),
@@ -72,7 +71,7 @@ def _learner(config: TD3Config, action_dim: int, obs_ndim: int) -> OffPolicyLear
             return actor_flat, opt, targets, loss
 
         def not_yet():
-            loss, _ = actor_loss(nets.actor, model.actor, nets.critic, critic, obs)
+            loss, _ = actor_loss(nets.actor, model.actor, critics, obs)
             targets = (model.own, model.target_critic)
             return model.actor, actor_opt, targets, loss
 

@@ -38,12 +38,9 @@ def smoothed_targets(
 
 
 def actor_loss(
-    actor: Callable,
-    flat: jax.Array,
-    critic: Callable,
-    critic_flat: jax.Array,
-    obs: jax.Array,
+    actor: Callable, flat: jax.Array, critics: Callable, obs: jax.Array
 ) -> tuple[jax.Array, jax.Array]:
-    """``−mean Q₁(s, μ(s))`` (the first critic), ``obs`` ``[M, *obs_shape]``."""
-    loss = -jnp.mean(critic(critic_flat, obs, actor(flat, obs))[..., 0])
+    """``−mean Q₁(s, μ(s))`` (the first critic), ``obs`` ``[M, *obs_shape]``,
+    ``critics(obs, action) -> Q [M, 2]``."""
+    loss = -jnp.mean(critics(obs, actor(flat, obs))[..., 0])
     return loss, loss
