@@ -5,7 +5,9 @@ One tiny run per registered learner (4 updates in 2 segments, evaluated after
 updates 2 and 4) is trained once for the module and shared, compiled with
 XLA's backend optimisation off (as tests/test_sweep.py does): PPO on
 CartPole (returns vary; observation normalisation on if PPO has it), the
-others on ``Probe-Truncation-v0`` (every episode: 5 steps of reward 1).
+others on ``Probe-Truncation-v0`` (every episode: 5 steps of reward 1), the
+learners of continuous actions only on ``Probe-Box-v0`` (every episode: one
+step of reward ``1 − (a − 2)² <= 1``).
 """
 
 import json
@@ -19,6 +21,7 @@ from ondevice_rl.evaluation import evaluate, summarize
 from ondevice_rl.train import algorithms, get_algorithm
 from ondevice_rl.train.bench.transfers import host_ops
 from ondevice_rl.train.cli import main
+from ondevice_rl.train.kit.off_policy import OffPolicyConfig
 from ondevice_rl.train.run.artifacts import read_metrics
 from ondevice_rl.train.run.runner import resume_training, run_training
 from ondevice_rl.train.run.segments import (
@@ -33,6 +36,7 @@ from ondevice_rl.train.services.tensorboard import read_scalars
 
 UPDATES, SEGMENTS, EVERY, EPISODES = 4, 2, 2, 3
 PROBE = "Probe-Truncation-v0"
+BOX_PROBE = "Probe-Box-v0"
 FAST = {"xla_backend_optimization_level": 0}
 
 
@@ -59,10 +63,16 @@ def _tiny(name: str, env: str = PROBE):
     return algorithm.config(env=env, **small)
 
 
+def _probe(name: str) -> str:
+    """The probe ``name`` acts in: ``BOX_PROBE`` for the continuous-only."""
+    continuous_only = issubclass(get_algorithm(name).config, OffPolicyConfig)
+    return BOX_PROBE if continuous_only else PROBE
+
+
 def _config(name: str):
     """The module's run of ``name`` (see the module docstring)."""
     if name != "ppo":
-        return _tiny(name)
+        return _tiny(name, _probe(name))
     config = _tiny(name, "CartPole-v1")
     if "normalize_obs" in get_algorithm(name).defaults():
         config = config.replace(normalize_obs=True)
@@ -109,8 +119,11 @@ def test_eval_every_writes_eval_return_at_the_right_updates(runs):
         assert [r["update"] for r in rows] == list(range(1, UPDATES + 1)), name
         evaluated = [r["update"] for r in rows if r["eval_return"] is not None]
         assert evaluated == [2, 4], name
-        if name != "ppo":  # the probe: 5 steps of reward 1
-            assert [r["eval_return"] for r in rows[1::2]] == [5.0, 5.0]
+        evals = [r["eval_return"] for r in rows[1::2]]
+        if name != "ppo" and _probe(name) == BOX_PROBE:
+            assert all(r <= 1.0 for r in evals)  # one step, 1 − (a − 2)²
+        elif name != "ppo":  # the probe: 5 steps of reward 1
+            assert evals == [5.0, 5.0]
         np.testing.assert_array_equal(
             np.isfinite(result.metrics["eval_return"]), [False, True, False, True]
         )
@@ -212,9 +225,12 @@ def test_eval_cli_for_every_learner(name, runs, capsys):
     assert record["algo"] == name and record["checkpoint"] == UPDATES
     assert len(record["episode_returns"]) == record["episodes"] == 5
     returns, lengths = record["episode_returns"], record["episode_lengths"]
-    assert returns == [float(n) for n in lengths]  # one reward per step
     assert record["return"]["mean"] == pytest.approx(np.mean(returns))
     assert record["return"]["max"] == max(returns)
+    if _probe(name) == BOX_PROBE:  # deterministic, one state: one action
+        assert lengths == [1] * 5 and len(set(returns)) == 1 and returns[0] <= 1.0
+        return
+    assert returns == [float(n) for n in lengths]  # one reward per step
     if name != "ppo":
         assert lengths == [5] * 5
         assert record["return"] == {"mean": 5.0, "std": 0.0, "min": 5.0, "max": 5.0}

@@ -26,6 +26,8 @@ TINY = {
     "a2c": dict(num_envs=2, num_steps=4, total_timesteps=16),
     "pqn": dict(num_envs=2, num_steps=4, num_minibatches=2, total_timesteps=16),
     "dqn": dict(num_envs=2, buffer_size=16, batch_size=4, total_timesteps=16),
+    "sac": dict(num_envs=2, buffer_size=16, batch_size=4, total_timesteps=16),
+    "td3": dict(num_envs=2, buffer_size=16, batch_size=4, total_timesteps=16),
 }
 
 
@@ -52,7 +54,11 @@ def test_every_learner_gives_the_declared_surface(name):
             carry,
             obs,
         )
-        assert action.shape == (5,) and action.dtype == jnp.int32
+        if trainer.setup.continuous:
+            assert action.shape == (5, trainer.setup.action_dim)
+            assert action.dtype == jnp.float32
+        else:
+            assert action.shape == (5,) and action.dtype == jnp.int32
         assert jax.tree.structure(next_carry) == jax.tree.structure(carry)
     # The record's program is the trainer's init then run.
     out = jax.eval_shape(algorithm.make_train(config), KEY, config.hyperparams)

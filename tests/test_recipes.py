@@ -24,6 +24,8 @@ GOALS = {
     "cartpole_a2c": 475.0,
     "cartpole_dqn": 475.0,
     "cartpole_pqn": 475.0,
+    "pendulum_sac": -250.0,
+    "pendulum_td3": -250.0,
 }
 
 

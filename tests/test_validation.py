@@ -35,6 +35,8 @@ TRAIN = [
     (["--eval-episodes", "3"], "--eval-episodes needs --eval-every"),
     (["--env", "CartPol"], "unknown environment 'CartPol'. Did you mean"),
     (["--algo", "dqn", "--env", "Pendulum-v1"], "dqn needs a discrete action space"),
+    (["--algo", "sac", "--env", "CartPole-v1"], "sac needs a continuous action"),
+    (["--algo", "td3", "--utd-ratio", "0"], "utd_ratio must be positive"),
     (["--algo", "a2c", "--optimizer", "sgd"], "optimizer"),
     (["--recipe", "nosuch"], "unknown recipe 'nosuch'"),
     (["--out", "/proc/no/such/dir"], "--out /proc/no/such/dir: cannot write there"),

@@ -54,23 +54,25 @@ class BenchError(Exception):
 
 def bench_config(
     timesteps: int,
-    env: str = "CartPole-v1",
+    env: str | None = None,
     algo: str = DEFAULT,
     recipe: str | None = None,
 ) -> Any:
-    """The config timed: ``algo``'s defaults on ``env``, or a recipe's
-    settings; ``total_timesteps`` per seed either way."""
+    """The config timed: ``algo``'s defaults on ``env`` (None: its default
+    env, CartPole-v1 for the discrete learners, Pendulum-v1 for SAC and
+    TD3), or a recipe's settings; ``total_timesteps`` per seed either way."""
     if recipe is not None:
         from ondevice_rl.train.recipes import load_recipe
 
         return load_recipe(recipe).replace(total_timesteps=int(timesteps))
-    return get_algorithm(algo).config(env=env, total_timesteps=int(timesteps))
+    config = get_algorithm(algo).config(total_timesteps=int(timesteps))
+    return config if env is None else config.replace(env=env)
 
 
 def measure_ours(
     seeds: int,
     timesteps: int,
-    env: str = "CartPole-v1",
+    env: str | None = None,
     algo: str = DEFAULT,
     recipe: str | None = None,
 ) -> dict:

@@ -8,7 +8,7 @@ import difflib
 import functools
 from typing import Any
 
-from ondevice_rl.train import a2c, dqn, ppo, pqn
+from ondevice_rl.train import a2c, dqn, ppo, pqn, sac, td3
 from ondevice_rl.train.kit.protocol import Algorithm
 
 _ALGORITHMS: dict[str, Algorithm] = {
@@ -16,6 +16,8 @@ _ALGORITHMS: dict[str, Algorithm] = {
     "a2c": a2c.ALGORITHM,
     "pqn": pqn.ALGORITHM,
     "dqn": dqn.ALGORITHM,
+    "sac": sac.ALGORITHM,
+    "td3": td3.ALGORITHM,
 }
 DEFAULT = "ppo"
 
