@@ -92,6 +92,18 @@ def test_discrete_only_learners_refuse_continuous_envs():
                 algorithm.make_trainer(config)
 
 
+def test_continuous_only_learners_refuse_discrete_envs():
+    for name in algorithms():
+        algorithm = get_algorithm(name)
+        assert algorithm.actions in ("discrete", "continuous", "discrete, continuous")
+        config = algorithm.config(env="CartPole-v1")
+        if algorithm.discrete_actions:
+            algorithm.make_trainer(config)
+        else:
+            with pytest.raises(ValueError, match=f"{name} needs a continuous"):
+                algorithm.make_trainer(config)
+
+
 def _imported_modules(path: Path) -> set[str]:
     tree = ast.parse(path.read_text())
     names = set()

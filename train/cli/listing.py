@@ -78,11 +78,10 @@ def _algos(args) -> int:
         table.add_column(column, no_wrap=column == "name")
     for name in algorithms():
         algorithm = get_algorithm(name)
-        actions = "discrete, continuous" if algorithm.continuous_actions else "discrete"
         table.add_row(
             name,
             algorithm.config.__name__,
-            actions,
+            algorithm.actions,
             ", ".join(algorithm.hyperparam_fields),
             algorithm.summary,
         )

@@ -141,8 +141,15 @@ class Algorithm:
     config: type  # the frozen config dataclass
     make_trainer: Callable[[Any], Trainer]
     continuous_actions: bool = True  # whether Box action spaces are supported
+    discrete_actions: bool = True  # whether Discrete action spaces are supported
     #: Whether ``bench host`` can drive it (its trainer has a ``HostLoop``).
     host_loop: bool = False
+
+    @property
+    def actions(self) -> str:
+        """The action spaces it acts in, in words: "discrete, continuous"."""
+        kinds = ("discrete",) * self.discrete_actions
+        return ", ".join(kinds + ("continuous",) * self.continuous_actions)
 
     def make_train(self, config: Any) -> Callable[..., TrainOutput]:
         """``train(key, hyperparams, env_params=None) -> TrainOutput``, pure."""

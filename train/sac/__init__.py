@@ -12,6 +12,7 @@ ALGORITHM = Algorithm(
     "Gaussian; replay buffer on device, UTD ratio, n-step option)",
     config=SACConfig,
     make_trainer=make_trainer,
+    discrete_actions=False,
 )
 
 __all__ = [

@@ -11,6 +11,7 @@ ALGORITHM = Algorithm(
     "on device, UTD ratio, n-step option)",
     config=TD3Config,
     make_trainer=make_trainer,
+    discrete_actions=False,
 )
 
 __all__ = [
