@@ -238,6 +238,19 @@ def test_eval_cli_for_every_learner(name, runs, capsys):
         assert all(1 <= n <= 500 for n in lengths)
 
 
+@pytest.mark.parametrize("name", [n for n in algorithms() if _probe(n) == BOX_PROBE])
+def test_load_policy_of_a_continuous_learner_acts_in_the_box(name, runs):
+    """One observation or a batch, actions in the Box ``[-1, 3]``."""
+    import ondevice_rl
+
+    policy = ondevice_rl.load_policy(runs[name][0])
+    one = policy(np.ones(1, np.float32))
+    batch = policy(np.ones((3, 1), np.float32), jax.random.key(0))
+    assert one.shape == (1,) and batch.shape == (3, 1) and one.dtype == np.float32
+    assert np.all((-1.0 <= batch) & (batch <= 3.0)) and -1.0 <= one[0] <= 3.0
+    assert len(np.unique(np.asarray(batch))) == 3  # sampled: three actions
+
+
 @pytest.mark.parametrize(
     "argv, message",
     [
