@@ -117,8 +117,9 @@ def _path_names(path: tuple) -> tuple[str, ...]:
 
 def _check_shapes(item: Path, abstract: Any, step: int) -> None:
     """``CheckpointMismatch`` unless the checkpoint in ``item`` holds every
-    leaf of ``abstract`` with its shape and dtype (checked on the stored
-    metadata: a mismatch found mid-read leaves orbax's reads hanging)."""
+    leaf of ``abstract`` with its shape and dtype, read from the stored
+    metadata: a mismatch that orbax finds mid-read leaves its other reads
+    to print tracebacks ("Event loop is closed") after the error."""
     handler = ocp.PyTreeCheckpointHandler()
     try:
         stored = handler.metadata(item)
@@ -159,8 +160,12 @@ class Checkpoints:
     def __enter__(self) -> "Checkpoints":
         return self
 
-    def __exit__(self, *exc) -> None:
-        self.close()
+    def __exit__(self, exc_type, *exc) -> None:
+        try:
+            self.close()
+        except Exception:
+            if exc_type is None:
+                raise  # else the error in flight says more (a full disk, say)
 
     def close(self) -> None:
         if self._manager is not None:

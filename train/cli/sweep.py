@@ -204,9 +204,9 @@ def run(args: argparse.Namespace) -> int:
         use_cpu_cores(request.get("cpu_devices"))
         distributed.initialize_from_args(args)
         main = distributed.is_main_process()
+        plan = _plan(request)  # checked; nothing written or compiled yet
         if main:  # one writer per directory: the main process
             lock = DirLock(out).acquire()
-        plan = _plan(request)
         if main and not args.resume:
             artifacts.prepare_run_dir(out, force=args.force)
             store.save_request(out, request)

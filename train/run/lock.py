@@ -13,6 +13,7 @@ a different file of the same name).
 import fcntl
 import os
 import socket
+import sys
 from pathlib import Path
 
 from ondevice_rl.train.run.artifacts import LOCK_FILE, RunDirError
@@ -54,6 +55,14 @@ class DirLock:
                 f"{self.directory} is in use by {holder or 'another process'}; "
                 "one process writes a directory at a time"
             ) from None
+        except OSError as e:  # a file system without locks: go on, and say so
+            os.close(fd)
+            print(
+                f"warning: cannot lock {self.directory} ({e.strerror}); a second "
+                "writer would not be refused",
+                file=sys.stderr,
+            )
+            return self
         self._fd = fd
         holder = f"host {socket.gethostname()} pid {os.getpid()}\n"
         try:
