@@ -121,7 +121,7 @@ def test_algo_flags_are_the_chosen_learners():
 @pytest.mark.parametrize(
     "argv, message",
     [
-        (["--algo", "a3c"], "unknown algorithm 'a3c'. Did you mean a2c"),
+        (["--algo", "a3c"], "unknown algorithm 'a3c'. Did you mean sac, a2c"),
         (["--algo", "ppo", "--recipe", "cartpole_a2c"], "not --algo ppo"),
         (["--algo", "ppo", "--optimizer", "adam"], "unrecognized arguments"),
     ],
