@@ -6,7 +6,8 @@ Each subcommand lives in its own module of this package exposing
 ``add_subcommands(subparsers, algo)``; the chosen subcommand's parser sets
 ``func`` to the function that runs it. ``algo`` is the learner the command
 line asks for (``--algo``, or a recipe's), read first so that the config
-flags are that learner's.
+flags are that learner's. Errors are printed by ``errors.fail``: one line,
+the last on stderr.
 """
 
 import argparse
