@@ -84,9 +84,9 @@ class ProgressBar:
             self._progress.update(self._task, description=text)
 
     def log(self, message: str, always: bool = False) -> None:
-        """Prints a line above the bar (to stderr); if disabled, only when
-        ``always``."""
+        """Prints a line above the bar (to stderr, as it is: no wrapping, no
+        markup); if disabled, only when ``always``."""
         if self._progress is not None:
-            self._progress.console.print(message)
+            self._progress.console.print(message, soft_wrap=True, markup=False)
         elif always:
             print(message, file=sys.stderr, flush=True)
