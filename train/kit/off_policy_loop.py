@@ -31,7 +31,6 @@ import optax
 from jax.flatten_util import ravel_pytree
 
 from ondevice_rl.continuous_control import BoxScale, TwinCritic
-from ondevice_rl.metrics import episode_metrics
 from ondevice_rl.normalize import RunningStats, normalize_obs
 from ondevice_rl.normalize import update as update_stats
 from ondevice_rl.replay import ReplayBuffer
@@ -41,7 +40,12 @@ from ondevice_rl.train.kit.off_policy import Model, Nets, OffPolicyConfig, Recen
 from ondevice_rl.train.kit.protocol import Trainer, feed_forward_trainer
 from ondevice_rl.train.kit.replay import empty_buffer
 from ondevice_rl.train.kit.schedules import learning_rate_fn
-from ondevice_rl.train.kit.state import PolicyParams, TrainState, initial_state
+from ondevice_rl.train.kit.state import (
+    PolicyParams,
+    TrainState,
+    advanced,
+    initial_state,
+)
 
 
 class OffPolicyLearner(NamedTuple):
@@ -225,21 +229,19 @@ def off_policy_trainer(
             lambda: learn(state, buffer, normalizer, learn_key, hp, learning_rate),
             lambda: (unchanged, no_stats),
         )
-        tracker, metrics = episode_metrics(
-            episodes, rollout_state.env_state, state.episodes
-        )
         recent = extra.recent.add(episodes)
-        metrics["episode_return"] = jnp.where(
-            recent.count > 0, recent.mean(), metrics["episode_return"]
-        )
-        new_state = state._replace(
+        new_state, metrics = advanced(
+            state,
+            rollout_state,
+            key,
+            episodes,
             params=params,
             opt_state=opt_state,
-            rollout=rollout_state._replace(key=key),
-            update_step=state.update_step + 1,
-            episodes=tracker,
             normalizer=normalizer,
             extra=OffPolicyExtra(critic, target, own, buffer, steps, recent),
+        )
+        metrics["episode_return"] = jnp.where(
+            recent.count > 0, recent.mean(), metrics["episode_return"]
         )
         return new_state, {**metrics, **stats._asdict()}
 
