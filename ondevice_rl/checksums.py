@@ -4,8 +4,8 @@
 and SHA-256 of every byte of every other file below it. ``verify(directory)``
 reads them all again and says, in a few words, the first thing that differs
 (None if nothing does). A checkpoint cut short, emptied or with one byte
-changed fails; so does one whose record was never written (a kill or a full
-disk between the last file and the record).
+changed fails; so does one without a record (a kill or a full disk between
+its last file and the record, or one written before records were kept).
 """
 
 import hashlib
@@ -62,7 +62,7 @@ def verify(directory: str | Path) -> str | None:
     directory = Path(directory)
     path = directory / CHECKSUM_FILE
     if not path.is_file():
-        return f"no {CHECKSUM_FILE}: never completed"
+        return f"no {CHECKSUM_FILE}: unfinished, or from an older version"
     try:
         stored = json.loads(path.read_text())
         algorithm, files = stored["algorithm"], dict(stored["files"])
