@@ -1,6 +1,6 @@
 """Recurrent policies (``memory="gru"``/``"lstm"``) for PPO, A2C and PQN:
 probes that need memory, the carry through rollouts, losses, truncation
-bootstraps, evaluation and resume."""
+bootstraps and evaluation (resume: ``tests/test_resume.py``)."""
 
 import functools
 
@@ -13,7 +13,7 @@ from ondevice_rl import make
 from ondevice_rl.evaluation import evaluate
 from ondevice_rl.metrics import final_return
 from ondevice_rl.rollout import batch_reset, rollout
-from ondevice_rl.train import get_algorithm, resume_training, run_training
+from ondevice_rl.train import get_algorithm
 from ondevice_rl.train.kit.agent import build_agent, carry_at
 from ondevice_rl.train.kit.env_setup import make_env
 from ondevice_rl.train.kit.on_policy import Memory, bootstrap_outputs
@@ -152,24 +152,6 @@ def test_truncation_bootstraps_with_the_episodes_memory():
         if cut.any():
             np.testing.assert_allclose(final[t][cut], own.value[cut], rtol=1e-5)
             assert not np.allclose(final[t][cut], fresh.value[cut])
-
-
-def test_recurrent_run_resumes_to_the_same_numbers(tmp_path):
-    config = _probe_config("ppo", "gru", total=12 * 16 * 12)
-    whole = run_training(config, seed=3, num_segments=4, progress=False)
-
-    def stop_after_first(done, steps, latest):
-        raise KeyboardInterrupt
-
-    out = tmp_path / "run"
-    first = run_training(
-        config, seed=3, out_dir=out, num_segments=4, progress=False,
-        on_segment=stop_after_first,
-    )  # fmt: skip
-    assert first.interrupted
-    rest = resume_training(out, progress=False)
-    for key in whole.metrics:
-        np.testing.assert_array_equal(rest.metrics[key], whole.metrics[key])
 
 
 def test_pomdp_variants_keep_positions_only():
