@@ -15,6 +15,7 @@ from ondevice_rl.envs.mountain_car_continuous import MountainCarContinuous
 from ondevice_rl.envs.pendulum import Pendulum
 from ondevice_rl.envs.probes import (
     ProbeBox,
+    ProbeMask,
     ProbeOneStep,
     ProbeTruncation,
     ProbeTwoStep,
@@ -37,6 +38,7 @@ register("Probe-OneStep-v0", ProbeOneStep)
 register("Probe-TwoStep-v0", ProbeTwoStep)
 register("Probe-Truncation-v0", ProbeTruncation)
 register("Probe-Box-v0", ProbeBox)
+register("Probe-Mask-v0", ProbeMask)
 register("Probe-Memory-v0", ProbeMemory)
 register("Probe-MemoryTruncation-v0", ProbeMemoryTruncation)
 # Partially observed variants: positions and angles only, no velocities.
@@ -132,6 +134,7 @@ __all__ = [
     "MountainCarContinuous",
     "Pendulum",
     "ProbeBox",
+    "ProbeMask",
     "ProbeOneStep",
     "ProbeTruncation",
     "ProbeTwoStep",

@@ -16,9 +16,13 @@ bug shows up as a wrong number rather than as slow learning:
   step, reward ``1 − (a − 2)²`` for ``a`` in the Box ``[-1, 3]``: the best
   action is ``a* = 2`` and ``Q(a) = 1 − (a − 2)²``, ``V* = 1``.
 
+* ``Probe-Mask-v0`` (``ProbeMask``): an action mask that matters. See the
+  class: the action a learner would pick without the mask is illegal, and a
+  bootstrap that ignores it overestimates the first step's value.
+
 The first three have a ``Discrete(2)`` action space that has no effect; all
-have a ``[1]`` observation and deterministic dynamics; their state is just
-the step count.
+but the last have a ``[1]`` observation and deterministic dynamics; their
+state is just the step count.
 """
 
 from typing import NamedTuple
@@ -26,6 +30,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
+from ondevice_rl.masks import ACTION_MASK
 from ondevice_rl.spaces import Box, Discrete
 from ondevice_rl.types import Environment
 
@@ -140,3 +145,57 @@ class ProbeBox(_Probe):
     def transition(self, key, state, action, params):
         a = jnp.clip(jnp.asarray(action, jnp.float32).reshape(-1)[0], -1.0, 3.0)
         return state, 1.0 - (a - self.BEST_ACTION) ** 2, jnp.bool_(True)
+
+
+class ProbeMaskState(NamedTuple):
+    time: jax.Array  # [] int32, steps taken this episode
+    full: jax.Array  # [] bool, the second step allows every action
+
+
+class ProbeMask(_Probe):
+    """Two steps, three actions, an action mask in the observation.
+
+    Step one: ``{"stage": [0.0], "action_mask": all legal}``, reward 0 for
+    any action. Step two: ``{"stage": [1.0], ...}`` in one of two states
+    drawn at reset with probability ½ each that look the same to the
+    network (the mask is not its input): *full*, every action legal,
+    rewards ``(2, 1, 0)``; *restricted*, mask ``(False, True, True)``,
+    rewards ``(−1, 1, 0)`` (−1 for the illegal action, were it taken). The
+    episode then terminates.
+
+    Honouring the mask: the best action in step two is 0 (full) or 1
+    (restricted), ``Q([1.0]) = (2, 1, 0)`` (action 0 is only ever taken in
+    the full state), and with discount ``γ`` ``V([0.0]) = γ·(½·2 + ½·1) =
+    1.5·γ``; the optimal return is 1.5. Ignoring it: the argmax picks the
+    illegal 0 in the restricted state (return ½·2 − ½·1 = 0.5), and a
+    bootstrap over every action's value gives ``V([0.0]) = 2·γ``.
+    """
+
+    name = "Probe-Mask-v0"
+    #: Rewards of the second step, ``[full?][action]``.
+    REWARDS = ((-1.0, 1.0, 0.0), (2.0, 1.0, 0.0))
+    OPTIMAL_RETURN = 1.5
+
+    def reset(self, key, params):
+        state = ProbeMaskState(jnp.int32(0), jax.random.bernoulli(key))
+        return self.observe(state, params), state
+
+    def transition(self, key, state, action, params):
+        rewards = jnp.asarray(self.REWARDS, jnp.float32)[state.full.astype(jnp.int32)]
+        second = state.time >= 1
+        reward = jnp.where(second, rewards[action], 0.0).astype(jnp.float32)
+        return state, reward, second
+
+    def observe(self, state, params):
+        second = state.time >= 1
+        mask = jnp.array([True, True, True]).at[0].set(state.full | ~second)
+        return {"stage": second.astype(jnp.float32).reshape(1), ACTION_MASK: mask}
+
+    def observation_space(self, params):
+        return {
+            "stage": Box(0.0, 1.0, (1,), jnp.float32),
+            ACTION_MASK: Box(0, 1, (3,), jnp.bool_),
+        }
+
+    def action_space(self, params):
+        return Discrete(3)

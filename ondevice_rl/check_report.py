@@ -61,4 +61,5 @@ def describe_space(space: Discrete | Box) -> str:
     """``Discrete(6)`` or ``Box(float32[4])``."""
     if isinstance(space, Discrete):
         return f"Discrete({int(space.n)})"
-    return f"Box({jnp.dtype(space.dtype).name}{list(space.shape)})"
+    kind = ", categorical" if getattr(space, "categorical", False) else ""
+    return f"Box({jnp.dtype(space.dtype).name}{list(space.shape)}{kind})"

@@ -217,9 +217,10 @@ def rollout_checks(
     if s.mask is not None:
         add(
             "action mask",
-            ~np.any(s.mask, axis=-1),
+            # A terminal state is never acted in: its mask may allow nothing.
+            ~np.any(s.mask, axis=-1) & ~np.asarray(s.terminated),
             lambda e, t: f"env {e}, step {t}: the mask allows no action",
-            "allows an action at every step",
+            "allows an action in every state acted in",
         )
     return results
 

@@ -7,8 +7,9 @@ observations), the reward be ``[]`` float32, the flags ``[]`` bool, the state
 keep one type from ``reset`` to ``step`` (a ``lax.scan`` carry) and count its
 steps in an int32 ``time``, the params hold the time limit ``max_steps``, and
 nothing be float64. An action mask, ``[A]`` bool for ``Discrete(A)`` actions,
-may come as ``info["action_mask"]`` or as an observation's ``"action_mask"``
-entry.
+is a dict observation's ``"action_mask"`` entry (``ondevice_rl.masks``); one
+given only as ``info["action_mask"]`` is refused, since learners need it at
+reset too. A categorical ``Box`` holds indices: an integer dtype, ``low`` 0.
 
 ``require_static`` raises the first failure as one line: learners call it
 before compiling. ``ondevice_rl.env_checks.check_env`` reports every check.
@@ -29,6 +30,7 @@ from ondevice_rl.check_report import (
     leaves_with_paths,
     raised,
 )
+from ondevice_rl.masks import ACTION_MASK, split_action_mask
 from ondevice_rl.spaces import Box, Discrete
 
 F64 = jnp.dtype(jnp.float64)
@@ -94,13 +96,9 @@ def _scalar_problem(x: Any, name: str, dtype: Any) -> str | None:
 
 
 def action_mask(obs: Any, info: Any) -> Any:
-    """The env's action mask (``info["action_mask"]`` or ``obs["action_mask"]``)
-    or None."""
-    if isinstance(info, Mapping) and "action_mask" in info:
-        return info["action_mask"]
-    if isinstance(obs, Mapping) and "action_mask" in obs:
-        return obs["action_mask"]
-    return None
+    """The env's action mask (``obs["action_mask"]``) or None; ``info`` is
+    not read (see ``_mask_problem``)."""
+    return split_action_mask(obs)[1]
 
 
 def _count(tree: Any, one: str, many: str) -> str:
@@ -136,6 +134,10 @@ def _spaces(env: Any, params: Any) -> tuple[Any, Any, str]:
     for what, space in [*(("observation", s) for s in leaves), ("action", act_space)]:
         if jnp.dtype(space.dtype) == F64:
             raise EnvCheckError(f"the {what} space is float64 (use float32)")
+    for space in leaves:
+        problem = _categorical_problem(space)
+        if problem:
+            raise EnvCheckError(problem)
     if isinstance(act_space, Discrete) and int(act_space.n) < 1:
         raise EnvCheckError(f"action space Discrete({act_space.n}) has no action")
     if isinstance(act_space, Box) and jnp.dtype(act_space.dtype) != jnp.float32:
@@ -146,6 +148,21 @@ def _spaces(env: Any, params: Any) -> tuple[Any, Any, str]:
         act_space,
         f"observation {shapes}; action {describe_space(act_space)}",
     )
+
+
+def _categorical_problem(space: Any) -> str | None:
+    if not getattr(space, "categorical", False):
+        return None
+    what = f"the categorical {describe_space(space)}"
+    if not jnp.issubdtype(jnp.dtype(space.dtype), jnp.integer):
+        return f"{what} needs an integer dtype (its entries are indices)"
+    if np.any(np.asarray(space.low) != 0):
+        return f"{what} has low {space.low}, not 0 (indices count from 0)"
+    high = np.asarray(space.high)
+    channels = space.shape[-1] if space.shape else None
+    if high.ndim > 1 or (high.ndim == 1 and high.shape[0] != channels):
+        return f"{what} has high of shape {list(high.shape)}: one per channel or one"
+    return None
 
 
 def _params(params: Any) -> str:
@@ -189,6 +206,11 @@ def _state_problem(reset_state: Any, step_state: Any) -> str | None:
 def _mask_problem(obs: Any, info: Any, act_space: Any) -> str | None:
     mask = action_mask(obs, info)
     if mask is None:
+        if isinstance(info, Mapping) and ACTION_MASK in info:
+            return (
+                'info["action_mask"] is not read by learners: give the mask as '
+                'the observation\'s "action_mask" entry (a dict observation)'
+            )
         return None
     if not isinstance(act_space, Discrete):
         return "an action mask needs a Discrete action space"

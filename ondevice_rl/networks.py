@@ -133,7 +133,11 @@ class Conv3x3(nn.Module):
 def torso(x: jax.Array, obs_ndim: int, conv: Sequence[int]) -> jax.Array:
     """``[..., *obs_shape] -> [..., F]`` features for the MLP (call it inside a
     compact module). Rank 1: ``x`` itself; rank 3 ``[..., H, W, C]``: ``conv``
-    3×3 ReLU convolutions, flattened; other ranks: flattened."""
+    3×3 ReLU convolutions, flattened; other ranks: flattened. ``obs_ndim``
+    may instead be an ``ondevice_rl.encoders.ObsLayout`` (pytree, pixel,
+    integer or categorical observations), which encodes ``x`` itself."""
+    if not isinstance(obs_ndim, int):
+        return obs_ndim.encode(x)
     batch = x.shape[: x.ndim - obs_ndim]
     if obs_ndim == 1:
         return x

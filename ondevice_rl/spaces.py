@@ -1,9 +1,16 @@
-"""Action and observation spaces that can be sampled inside jitted code."""
+"""Action and observation spaces that can be sampled inside jitted code.
+
+An observation space is one space or a pytree of them (a dict, tuple or
+NamedTuple with a ``Box`` or ``Discrete`` at each leaf) shaped like the
+observation. A leaf keeps its dtype: float32, an integer dtype (uint8 pixels,
+indices) or bool; learners store it as it is and cast it at the network.
+"""
 
 from dataclasses import dataclass
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 
 @dataclass(frozen=True)
@@ -26,14 +33,29 @@ class Discrete:
 
 @dataclass(frozen=True)
 class Box:
-    """A box ``[low, high]`` of the given shape; bounds are scalars or arrays."""
+    """A box ``[low, high]`` of the given shape; bounds are scalars or arrays.
+
+    ``categorical=True`` (integer dtypes, ``low`` 0) says each entry is an
+    index, not an intensity: a grid of object, colour or state ids.
+    ``high`` is the largest index, a scalar or one per channel (the last
+    axis), so a channel has ``high + 1`` values (``num_values``); networks
+    embed such entries rather than scale them.
+    """
 
     low: object
     high: object
     shape: tuple[int, ...]
     dtype: jnp.dtype = jnp.float32
+    categorical: bool = False
 
     def sample(self, key: jax.Array) -> jax.Array:
+        if jnp.issubdtype(self.dtype, jnp.bool_):
+            return jax.random.bernoulli(key, 0.5, self.shape)
+        if jnp.issubdtype(self.dtype, jnp.integer):
+            low = jnp.broadcast_to(jnp.asarray(self.low, jnp.int32), self.shape)
+            high = jnp.broadcast_to(jnp.asarray(self.high, jnp.int32), self.shape)
+            x = jax.random.randint(key, self.shape, low, high + 1, jnp.int32)
+            return x.astype(self.dtype)
         low = jnp.broadcast_to(jnp.asarray(self.low, self.dtype), self.shape)
         high = jnp.broadcast_to(jnp.asarray(self.high, self.dtype), self.shape)
         # Unbounded dimensions are sampled from a unit normal, like gymnasium.
@@ -44,3 +66,13 @@ class Box:
 
     def contains(self, x: jax.Array) -> jax.Array:
         return jnp.all((x >= self.low) & (x <= self.high))
+
+    @property
+    def num_values(self) -> tuple[int, ...]:
+        """Values of each channel (last axis; one entry for a scalar
+        ``high``) of a categorical Box: ``high + 1``."""
+        high = np.asarray(self.high)
+        if high.ndim == 0:
+            return (int(high) + 1,)
+        per_channel = high.reshape(-1, high.shape[-1]).max(axis=0)
+        return tuple(int(h) + 1 for h in per_channel)
