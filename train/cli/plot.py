@@ -1,5 +1,6 @@
 """``ondevice-rl plot RUN_DIR... --out curves.png``: several runs' and
-sweeps' learning curves on one figure (``train/use/plots.py``)."""
+sweeps' learning curves on one figure, smoothed, with their spread over seeds
+(``train/use/curves.py``, ``train/use/plots.py``)."""
 
 import sys
 from pathlib import Path
@@ -9,12 +10,17 @@ from ondevice_rl.train.cli.errors import fail
 
 
 def add_subcommands(subparsers, algo: str | None = None) -> None:
+    from ondevice_rl.train.use.curves import BANDS, SMOOTHINGS
+
     del algo
     plot = subparsers.add_parser(
         "plot",
         help="overlay the learning curves of runs and sweeps",
-        description="One curve per run directory; per sweep directory, the "
-        "mean ± std over seeds of each of its best settings.",
+        description="One curve per setting: run directories that differ only "
+        "in the seed are one curve, and a sweep directory gives one per each "
+        "of its best settings. Each seed is smoothed; the line is their mean, "
+        "the band their spread (one seed: ± std of its values around the "
+        "line). Runs lacking the metric are skipped with a warning.",
     )
     plot.add_argument("paths", type=Path, nargs="+", metavar="RUN_DIR")
     plot.add_argument(
@@ -24,6 +30,30 @@ def add_subcommands(subparsers, algo: str | None = None) -> None:
         "--metric",
         default="episode_return",
         help="a metrics.jsonl column (default episode_return; e.g. eval_return)",
+    )
+    plot.add_argument(
+        "--smooth",
+        choices=SMOOTHINGS,
+        default="ema",
+        help="exponential moving average (default), trailing window mean, or none",
+    )
+    plot.add_argument(
+        "--span",
+        type=positive_int_arg,
+        metavar="N",
+        help="points the smoothing spans (EMA alpha = 2/(N+1); window: N "
+        "points); default 2%% of each curve's points",
+    )
+    plot.add_argument(
+        "--band",
+        choices=BANDS,
+        default="minmax",
+        help="spread over seeds: min-max (default), 25-75th percentile, ± std",
+    )
+    plot.add_argument(
+        "--separate",
+        action="store_true",
+        help="one curve per run directory, even for runs that differ only in the seed",
     )
     plot.add_argument(
         "--top",
@@ -39,17 +69,28 @@ def add_subcommands(subparsers, algo: str | None = None) -> None:
 
 
 def _plot(args) -> int:
-    from ondevice_rl.train.use.plots import load_curves, plot_curves
+    from ondevice_rl.train.use.curves import load_series
+    from ondevice_rl.train.use.plots import plot_series
 
     def warn(message: str) -> None:
         print(f"ondevice-rl plot: warning: {message}", file=sys.stderr, flush=True)
 
     try:
-        curves = load_curves(args.paths, args.metric, args.top, warn)
-        path = plot_curves(curves, args.out, args.metric, args.title)
+        series = load_series(
+            args.paths, args.metric, args.top, warn, group=not args.separate
+        )
+        plot_series(
+            series,
+            args.out,
+            args.metric,
+            args.title,
+            args.smooth,
+            args.span,
+            args.band,
+        )
     except (ValueError, KeyError, OSError) as e:
         if args.debug:
             raise
         return fail("plot", e)
-    print(f"wrote {path}: {len(curves)} curve(s)")
+    print(f"wrote {args.out}: {len(series)} curve(s)")
     return 0
