@@ -16,11 +16,14 @@ state (checkpointed, vmapped with the population, donated between segments):
 
 Shapes: ``RunningStats`` over ``shape`` holds ``mean``/``var`` ``[*shape]`` and
 a ``[]`` count; ``update`` takes ``[..., *shape]`` (every leading axis is
-batch).
+batch). A pytree observation gets ``LeafStats``: ``RunningStats`` for each
+float leaf; integer and bool leaves (indices, pixels, an action mask) pass
+through as they are.
 """
 
 import math
-from typing import NamedTuple
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -108,29 +111,84 @@ def scale_rewards(
     return jax.lax.scan(step, scaler, (reward.astype(jnp.float32), done))
 
 
+class LeafStats(NamedTuple):
+    """Statistics of a pytree observation, one entry per leaf (in
+    ``jax.tree.leaves`` order): ``RunningStats`` for a float leaf, ``()``
+    for a leaf left as it is."""
+
+    leaves: tuple
+
+
 class Normalizer(NamedTuple):
     """A learner's normalisation state: ``obs`` stats (``()`` when off) and
     the reward scaler (``()`` when off)."""
 
-    obs: RunningStats | tuple
+    obs: RunningStats | LeafStats | tuple
     reward: RewardScaler | tuple
 
 
+def _obs_stats(obs_spec: Any) -> RunningStats | LeafStats:
+    """``RunningStats`` for one float array (a shape or one
+    ``ShapeDtypeStruct``), else ``LeafStats`` of the pytree's leaves."""
+    if isinstance(obs_spec, tuple) and all(isinstance(n, int) for n in obs_spec):
+        return init_stats(obs_spec)
+    leaves = jax.tree.leaves(obs_spec)
+    floats = [jnp.issubdtype(leaf.dtype, jnp.floating) for leaf in leaves]
+    if isinstance(obs_spec, jax.ShapeDtypeStruct) and floats[0]:
+        return init_stats(tuple(obs_spec.shape))
+    return LeafStats(
+        tuple(
+            init_stats(tuple(leaf.shape)) if is_float else ()
+            for leaf, is_float in zip(leaves, floats, strict=True)
+        )
+    )
+
+
 def init_normalizer(
-    obs_shape: tuple[int, ...], num_envs: int, obs: bool, rewards: bool
+    obs_spec: Any, num_envs: int, obs: bool, rewards: bool
 ) -> Normalizer:
     """The state for the switched-on parts; ``Normalizer((), ())`` (no leaves)
-    when both are off, so disabled runs carry nothing new."""
+    when both are off, so disabled runs carry nothing new. ``obs_spec``: the
+    observation's shape, or its pytree of ``jax.ShapeDtypeStruct``."""
     return Normalizer(
-        init_stats(tuple(obs_shape)) if obs else (),
+        _obs_stats(obs_spec) if obs else (),
         init_reward_scaler(num_envs) if rewards else (),
     )
 
 
-def normalize_obs(norm: Normalizer, obs: jax.Array) -> jax.Array:
-    """``obs`` ``[..., *obs_shape]`` standardised if observation
-    normalisation is on, else unchanged."""
-    return normalize(norm.obs, obs) if isinstance(norm.obs, RunningStats) else obs
+def _per_leaf(stats: LeafStats, fn: Callable, obs: Any) -> Any:
+    """``fn(stats, leaf)`` on each float leaf of ``obs``; the other leaves
+    as they are."""
+    leaves, tree = jax.tree.flatten(obs)
+    out = [
+        fn(s, x) if isinstance(s, RunningStats) else x
+        for s, x in zip(stats.leaves, leaves, strict=True)
+    ]
+    return jax.tree.unflatten(tree, out)
+
+
+def normalize_obs(norm: Normalizer, obs: Any) -> Any:
+    """``obs`` ``[..., *obs_shape]`` (or a pytree of such leaves)
+    standardised if observation normalisation is on, else unchanged."""
+    if isinstance(norm.obs, RunningStats):
+        return normalize(norm.obs, obs)
+    if isinstance(norm.obs, LeafStats):
+        return _per_leaf(norm.obs, normalize, obs)
+    return obs
+
+
+def update_obs_stats(stats: RunningStats | LeafStats, obs: Any) -> Any:
+    """``stats`` with the batch ``obs`` merged in (leaf by leaf for a
+    pytree)."""
+    if isinstance(stats, RunningStats):
+        return update(stats, obs)
+    leaves, _ = jax.tree.flatten(obs)
+    return LeafStats(
+        tuple(
+            update(s, x) if isinstance(s, RunningStats) else s
+            for s, x in zip(stats.leaves, leaves, strict=True)
+        )
+    )
 
 
 def normalize_rollout(norm: Normalizer, traj, gamma: jax.Array):
@@ -142,13 +200,13 @@ def normalize_rollout(norm: Normalizer, traj, gamma: jax.Array):
     by ``scale_rewards``. Returns ``(norm, traj)``.
     """
     obs_stats, scaler = norm
-    if isinstance(obs_stats, RunningStats):
+    if isinstance(obs_stats, RunningStats | LeafStats):
         raw = traj.obs
         traj = traj._replace(
-            obs=normalize(obs_stats, raw),
-            final_obs=normalize(obs_stats, traj.final_obs),
+            obs=normalize_obs(norm, raw),
+            final_obs=normalize_obs(norm, traj.final_obs),
         )
-        obs_stats = update(obs_stats, raw)
+        obs_stats = update_obs_stats(obs_stats, raw)
     if isinstance(scaler, RewardScaler):
         done = jnp.logical_or(traj.terminated, traj.truncated)
         scaler, reward = scale_rewards(scaler, traj.reward, done, gamma)

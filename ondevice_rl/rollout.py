@@ -28,7 +28,7 @@ class RolloutState(NamedTuple):
     """Where the environments are between rollouts."""
 
     env_state: Any  # batched env state, leaves [B, ...]
-    obs: jax.Array  # [B, *obs_shape]
+    obs: Any  # [B, *obs_shape] (or a pytree of such leaves)
     key: jax.Array
     first: jax.Array = ()  # [B] bool, obs starts an episode (memory only)
     agent: Any = ()  # the policy's carry, leaves [B, ...] (memory only)
@@ -37,12 +37,13 @@ class RolloutState(NamedTuple):
 class Transition(NamedTuple):
     """One step of ``B`` environments; stacked by the scan into ``[T, B, ...]``."""
 
-    obs: jax.Array  # [B, *obs_shape] observation the action was taken in
+    obs: Any  # [B, *obs_shape] observation the action was taken in (a pytree
+    # for pytree observations; an action mask, if any, inside it)
     action: jax.Array  # [B] int32 or [B, A] float32
     reward: jax.Array  # [B]
     terminated: jax.Array  # [B] bool
     truncated: jax.Array  # [B] bool
-    final_obs: jax.Array  # [B, *obs_shape] next observation before any reset
+    final_obs: Any  # [B, *obs_shape] next observation before any reset
     extras: Any  # the learner's per-step data, leaves [B, ...]
 
 
@@ -81,7 +82,7 @@ def rollout(
     key)`` (with ``memory``: ``act(params, obs, key, agent, first)``, see the
     module docstring); returns the new state, ``[T, B, ...]`` transitions and
     ``[T, B]`` episode ends."""
-    num_envs = state.obs.shape[0]
+    num_envs = jax.tree.leaves(state.obs)[0].shape[0]
     step_env = jax.vmap(env.step, in_axes=(0, 0, 0, None))
 
     def one_step(carry: RolloutState, _):

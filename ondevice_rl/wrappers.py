@@ -72,7 +72,7 @@ class AutoReset(Wrapper):
         done = jnp.logical_or(ts.terminated, ts.truncated)
         reset_obs, reset_state = self.env.reset(reset_key, params)
         return ts._replace(
-            obs=jnp.where(done, reset_obs, ts.obs),
+            obs=_select(done, reset_obs, ts.obs),
             state=_select(done, reset_state, ts.state),
             info={**ts.info, "final_obs": ts.obs},
         )

@@ -37,8 +37,8 @@ def make_trainer(config: A2CConfig) -> Trainer:
     setup = make_env(config.env)
     agent = build_agent(setup, config, "actor_critic")
 
-    def act(pi, key, hp, env_steps):
-        action = sample_action(key, pi)
+    def act(pi, key, hp, env_steps, mask):
+        action = sample_action(key, pi)  # pi's logits are masked already
         return action, setup.to_env_action(action), ActorExtras(pi.value)
 
     def batch(traj: Transition, final, hp: Hyperparams) -> Batch:

@@ -17,11 +17,12 @@ import jax
 import jax.numpy as jnp
 import optax
 
+from ondevice_rl.masks import split_action_mask
 from ondevice_rl.replay import ReplayBuffer
 from ondevice_rl.rollout import rollout
 from ondevice_rl.train.dqn.config import DQNConfig, Hyperparams
 from ondevice_rl.train.dqn.loss import LossStats, bootstrap_values, td_loss, td_targets
-from ondevice_rl.train.kit.agent import build_agent
+from ondevice_rl.train.kit.agent import apply_masked, build_agent
 from ondevice_rl.train.kit.env_setup import make_env, require_discrete
 from ondevice_rl.train.kit.exploration import epsilon_greedy, linear_epsilon
 from ondevice_rl.train.kit.optim import flat_apply, gradient_step
@@ -53,7 +54,8 @@ def make_trainer(config: DQNConfig) -> Trainer:
 
     def act(actor, obs, key):
         params, eps = actor
-        action = epsilon_greedy(key, network.apply(params, obs), eps)
+        q = apply_masked(network.apply, params, obs)
+        action = epsilon_greedy(key, q, eps, split_action_mask(obs)[1])
         return action, action, ()
 
     def optimizer(hp: Hyperparams) -> optax.GradientTransformation:
@@ -81,13 +83,18 @@ def make_trainer(config: DQNConfig) -> Trainer:
         def step(carry, step_key):
             flat, opt_state = carry
             seq = buffer.sample(step_key, config.batch_size, config.n_step)
-            q_next = network.apply(target_params, seq.final_obs)  # [n, M, A]
-            q_online_next = apply_fn(flat, seq.final_obs) if config.double_dqn else None
+            # With an action mask, the values of the next state's legal actions.
+            q_next = apply_masked(network.apply, target_params, seq.final_obs)
+            # [n, M, A]
+            q_online_next = None
+            if config.double_dqn:
+                q_online_next = apply_masked(apply_fn, flat, seq.final_obs)
             next_values = bootstrap_values(q_next, q_online_next)
             targets = td_targets(seq, next_values, hp.gamma, config.n_step)
+            obs = split_action_mask(jax.tree.map(lambda x: x[0], seq.obs))[0]
             flat, opt_state, stats = gradient_step(
                 tx, td_loss, apply_fn, flat, opt_state,
-                seq.obs[0], seq.action[0], targets, config.loss,
+                obs, seq.action[0], targets, config.loss,
             )  # fmt: skip
             return (flat, opt_state), stats
 

@@ -7,6 +7,11 @@ carry starts afresh; None: none does);
 ...]`` replays sequences for the loss. Without memory (``config.memory ==
 "none"``) the carry is ``()`` and both are the network applied as it is, so a
 feed-forward learner's program is unchanged.
+
+Observations with an action mask (``ondevice_rl.masks``): the agent takes
+the mask out before the network and masks the output with it (illegal
+logits and action values ``MASKED``), in ``step`` and ``unroll`` alike, so
+acting, losses and bootstraps see the same legal actions.
 """
 
 from collections.abc import Callable
@@ -15,8 +20,9 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
+from ondevice_rl.masks import mask_output, split_action_mask
 from ondevice_rl.recurrent import MemoryNet, initial_carry, unroll
-from ondevice_rl.train.kit.env_setup import EnvSetup
+from ondevice_rl.train.kit.env_setup import EnvSetup, zero_observation
 from ondevice_rl.train.kit.state import build_network
 
 
@@ -33,7 +39,7 @@ def build_agent(setup: EnvSetup, config: Any, kind: str, **kwargs: Any) -> Agent
     """The agent of ``build_network(setup, config, kind)``, behind a GRU or
     LSTM core of ``config.memory_size`` when ``config.memory`` asks for one."""
     memory = getattr(config, "memory", "none")
-    obs = jnp.zeros(setup.obs_shape, jnp.float32)
+    obs = split_action_mask(zero_observation(setup))[0]
     if memory == "none":
         network = build_network(setup, config, kind, **kwargs)
 
@@ -41,10 +47,10 @@ def build_agent(setup: EnvSetup, config: Any, kind: str, **kwargs: Any) -> Agent
             return ()
 
         def step(params, carry, obs, first):
-            return carry, network.apply(params, obs)
+            return carry, apply_masked(network.apply, params, obs)
 
         def replay(params, carry, obs, first):
-            return network.apply(params, obs)
+            return apply_masked(network.apply, params, obs)
 
         return Agent(
             network,
@@ -54,9 +60,11 @@ def build_agent(setup: EnvSetup, config: Any, kind: str, **kwargs: Any) -> Agent
             step,
             replay,
         )
-    features = setup._replace(obs_shape=(config.memory_size,))
+    features = setup._replace(
+        obs_shape=(config.memory_size,), obs_encoding=1, action_mask=False
+    )
     head = build_network(features, config, kind, **kwargs)
-    network = MemoryNet(head, memory, config.memory_size, obs_ndim=len(setup.obs_shape))
+    network = MemoryNet(head, memory, config.memory_size, obs_ndim=setup.obs_encoding)
 
     def carry_for(batch_shape=()):
         return initial_carry(memory, config.memory_size, tuple(batch_shape))
@@ -67,12 +75,22 @@ def build_agent(setup: EnvSetup, config: Any, kind: str, **kwargs: Any) -> Agent
     def step(params, carry, obs, first):
         if first is None:  # acting within an episode: no reset
             first = jnp.zeros(jax.tree.leaves(carry)[0].shape[:-1], jnp.bool_)
-        return network.apply(params, carry, obs, first)
+        obs, mask = split_action_mask(obs)
+        carry, out = network.apply(params, carry, obs, first)
+        return carry, mask_output(out, mask)
 
     def replay(params, carry, obs, first):
-        return unroll(network, params, carry, obs, first)
+        obs, mask = split_action_mask(obs)
+        return mask_output(unroll(network, params, carry, obs, first), mask)
 
     return Agent(network, True, init, carry_for, step, replay)
+
+
+def apply_masked(apply: Callable, params: Any, obs: Any) -> Any:
+    """``apply(params, obs)`` on the observation without its action mask,
+    the output masked with it (as it is when there is none)."""
+    obs, mask = split_action_mask(obs)
+    return mask_output(apply(params, obs), mask)
 
 
 def carry_at(carries: Any, t: int = 0) -> Any:

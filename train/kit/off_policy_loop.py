@@ -35,7 +35,7 @@ from ondevice_rl.normalize import RunningStats, normalize_obs
 from ondevice_rl.normalize import update as update_stats
 from ondevice_rl.replay import ReplayBuffer
 from ondevice_rl.rollout import rollout
-from ondevice_rl.train.kit.env_setup import EnvSetup, make_env
+from ondevice_rl.train.kit.env_setup import EnvSetup, make_env, zero_observation
 from ondevice_rl.train.kit.off_policy import Model, Nets, OffPolicyConfig, RecentReturns
 from ondevice_rl.train.kit.protocol import Trainer, feed_forward_trainer
 from ondevice_rl.train.kit.replay import empty_buffer
@@ -116,13 +116,13 @@ def off_policy_trainer(
     space)."""
     setup = make_env(config.env)
     box = require_continuous(setup, name, config.env)
-    obs_ndim = len(setup.obs_shape)
+    obs_ndim = setup.obs_encoding  # a rank, or the encoders' ObsLayout
     learner = make_learner(setup.action_dim, obs_ndim)
     critic_net = TwinCritic(config.hidden, config.activation, obs_ndim)
     num_envs, action_dim = config.num_envs, setup.action_dim
     vector_steps, gradient_steps = config.vector_steps, config.gradient_steps
     steps_per_update, n_step = config.steps_per_update, config.n_step
-    obs_zeros = jnp.zeros(setup.obs_shape, jnp.float32)
+    obs_zeros = zero_observation(setup)
 
     def init(key, hp, env_params=None) -> TrainState:
         critic_key, key = jax.random.split(key)

@@ -17,6 +17,7 @@ import jax
 import jax.numpy as jnp
 from jax.flatten_util import ravel_pytree
 
+from ondevice_rl.masks import split_action_mask
 from ondevice_rl.normalize import normalize_obs, normalize_rollout
 from ondevice_rl.rollout import Transition, rollout
 from ondevice_rl.sharding import all_mean
@@ -34,9 +35,11 @@ class OnPolicyLearner(NamedTuple):
 
     Attributes:
         agent: its network (``build_agent``).
-        act: ``(out, key, hp, env_steps) -> (action, env_action, extras)``
-            from the network's output ``out`` for ``[B]`` observations
-            (``extras`` are kept in the ``Transition``).
+        act: ``(out, key, hp, env_steps, mask) -> (action, env_action,
+            extras)`` from the network's output ``out`` for ``[B]``
+            observations (``extras`` are kept in the ``Transition``);
+            ``mask`` ``[B, A]`` bool, the observations' action mask or None
+            (``out`` is already masked with it: ε-greedy needs it too).
         batch: ``(traj [T, B], final_out, hp) -> batch``, what the loss
             learns on (returns, advantages ...; its ``obs`` field the
             observations), leaves ``[T, B, ...]``; ``final_out`` is the
@@ -180,7 +183,8 @@ def on_policy_trainer(
         def act(params, obs, key, carry=(), first=None):
             obs = normalize_obs(norm, obs)
             next_carry, out = agent.step(params, carry, obs, first)
-            action, env_action, extras = learner.act(out, key, hp, env_steps)
+            mask = split_action_mask(obs)[1]
+            action, env_action, extras = learner.act(out, key, hp, env_steps, mask)
             if not agent.memory:
                 return action, env_action, extras
             memory = Memory(first, carry, next_carry)
@@ -208,7 +212,8 @@ def on_policy_trainer(
         return new_state, {**metrics, **stats._asdict(), **extra}
 
     def host_act(params, obs, key):
-        return learner.act(agent.step(params, (), obs, None)[1], key, None, 0)
+        out = agent.step(params, (), obs, None)[1]
+        return learner.act(out, key, None, 0, split_action_mask(obs)[1])
 
     return Trainer(
         config,

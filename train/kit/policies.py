@@ -4,7 +4,9 @@
 -> (env_action [...], carry)`` with ``params`` a ``PolicyParams`` (the
 network's parameters and the obs statistics, applied to ``obs`` first) or the
 bare network parameters. Feed-forward policies pass ``carry`` through.
-``mask`` ``[..., A]`` bool marks the legal discrete actions.
+``mask`` ``[..., A]`` bool marks the legal discrete actions; an observation
+with an action mask (``ondevice_rl.masks``) is honoured as well, both masks
+together when both are given.
 """
 
 from collections.abc import Callable
@@ -13,7 +15,8 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from ondevice_rl.networks import PolicyOutput, sample_action
+from ondevice_rl.masks import combine_masks, mask_output, split_action_mask
+from ondevice_rl.networks import sample_action
 from ondevice_rl.normalize import normalize_obs
 from ondevice_rl.train.kit.agent import Agent
 from ondevice_rl.train.kit.env_setup import EnvSetup
@@ -31,11 +34,10 @@ def network_input(params: Any, obs: jax.Array, carry: Any) -> tuple:
     return params.network, carry, obs, None
 
 
-def mask_logits(pi: PolicyOutput, mask: jax.Array | None) -> PolicyOutput:
-    """``pi`` with illegal discrete actions' logits at −∞."""
-    if mask is None or pi.log_std is not None:
-        return pi
-    return pi._replace(logits_or_mean=jnp.where(mask, pi.logits_or_mean, -jnp.inf))
+def legal_mask(obs: Any, mask: jax.Array | None) -> jax.Array | None:
+    """The legal actions ``[..., A]`` under the observation's action mask
+    and ``mask`` (None: every action)."""
+    return combine_masks(split_action_mask(obs)[1], mask)
 
 
 def actor_critic_policy(agent: Agent, setup: EnvSetup) -> Callable:
@@ -44,7 +46,7 @@ def actor_critic_policy(agent: Agent, setup: EnvSetup) -> Callable:
 
     def policy(params, carry, obs, key, deterministic, mask=None):
         carry, pi = agent.step(*network_input(params, obs, carry))
-        pi = mask_logits(pi, mask)
+        pi = mask_output(pi, legal_mask(obs, mask))
         if not deterministic:
             action = sample_action(key, pi)
         elif pi.log_std is None:
@@ -62,10 +64,10 @@ def q_policy(agent: Agent, epsilon: float) -> Callable:
 
     def policy(params, carry, obs, key, deterministic, mask=None):
         carry, q = agent.step(*network_input(params, obs, carry))
+        mask = legal_mask(obs, mask)
         eps = 0.0 if deterministic else epsilon
         if eps == 0.0:
-            if mask is not None:
-                q = jnp.where(mask, q, -jnp.inf)
+            q = mask_output(q, mask)
             return jnp.argmax(q, axis=-1).astype(jnp.int32), carry
         return epsilon_greedy(key, q, eps, mask), carry
 

@@ -8,14 +8,15 @@ import jax.numpy as jnp
 
 from ondevice_rl.replay import ReplayBuffer
 from ondevice_rl.rollout import Transition
-from ondevice_rl.train.kit.env_setup import EnvSetup
+from ondevice_rl.train.kit.env_setup import EnvSetup, zero_observation
 
 
 def empty_buffer(setup: EnvSetup, num_envs: int, capacity: int) -> ReplayBuffer:
     """A buffer of ``capacity`` vector steps of ``num_envs`` transitions
-    (leaves ``[C, B, ...]``): observations float32, actions int32 (discrete)
-    or float32 ``[A]`` (Box), no extras."""
-    obs = jnp.zeros((num_envs,) + setup.obs_shape, jnp.float32)
+    (leaves ``[C, B, ...]``): observations in their own dtypes (an action
+    mask included), actions int32 (discrete) or float32 ``[A]`` (Box), no
+    extras."""
+    obs = zero_observation(setup, (num_envs,))
     flags = jnp.zeros((num_envs,), jnp.bool_)
     if setup.continuous:
         action = jnp.zeros((num_envs, setup.action_dim), jnp.float32)

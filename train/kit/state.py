@@ -50,8 +50,9 @@ def policy_params(state: TrainState) -> PolicyParams:
 
 def build_network(setup: EnvSetup, config: Any, kind: str, **kwargs: Any) -> Any:
     """The learner's network for ``setup``'s spaces: ``kind`` "actor_critic"
-    or "q"; an MLP torso for vector observations, a CNN for images."""
-    obs_ndim = len(setup.obs_shape)
+    or "q"; an MLP torso for vector observations, a CNN for images, the
+    encoders of ``ondevice_rl.encoders`` for pytrees, pixels and grids."""
+    obs_ndim = setup.obs_encoding
     if kind == "actor_critic":
         return ActorCritic(
             setup.action_dim,
@@ -82,7 +83,7 @@ def initial_state(
     params = init_params(net_key)
     rollout_state = batch_reset(setup.env, env_params, env_key, config.num_envs)
     normalizer = init_normalizer(
-        setup.obs_shape,
+        setup.obs_spec,
         config.num_envs,
         getattr(config, "normalize_obs", False),
         getattr(config, "normalize_rewards", False),

@@ -44,8 +44,8 @@ def make_trainer(
     setup = make_env(config.env)
     agent = build_agent(setup, config, "actor_critic")
 
-    def act(pi, key, hp, env_steps):
-        action = sample_action(key, pi)
+    def act(pi, key, hp, env_steps, mask):
+        action = sample_action(key, pi)  # pi's logits are masked already
         extras = ActorExtras(log_prob(pi, action), pi.value)
         return action, setup.to_env_action(action), extras
 

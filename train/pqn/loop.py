@@ -61,8 +61,8 @@ def make_trainer(config: PQNConfig) -> Trainer:
             env_steps, config.exploration_steps, hp.eps_start, hp.eps_end
         )
 
-    def act(q, key, hp, env_steps):
-        action = epsilon_greedy(key, q, epsilon(hp, env_steps))
+    def act(q, key, hp, env_steps, mask):
+        action = epsilon_greedy(key, q, epsilon(hp, env_steps), mask)
         return action, action, ()
 
     def batch(traj: Transition, final_q, hp: Hyperparams) -> Minibatch:

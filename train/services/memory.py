@@ -57,7 +57,9 @@ def estimate_member_bytes(config: Any) -> int:
     """
     trainer = trainer_for(config)
     state = jax.eval_shape(trainer.init, jax.random.key(0), config.hyperparams)
-    obs_dim = math.prod(trainer.env.observation_space(trainer.default_env_params).shape)
+    obs_dim = sum(
+        math.prod(leaf.shape) for leaf in jax.tree.leaves(trainer.setup.obs_spec)
+    )
     traj = 4 * config.steps_per_update * (2 * obs_dim + 8)
     activations = 4 * 6 * config.learn_batch_size * (obs_dim + 2 * sum(config.hidden))
     metrics = 4 * config.num_updates * METRICS_PER_UPDATE

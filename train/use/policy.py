@@ -117,18 +117,22 @@ def load_run(
 
 
 class Policy:
-    """A trained policy: ``policy(obs, key=None) -> action``.
+    """A trained policy: ``policy(obs, key=None, mask=None) -> action``.
 
-    ``obs``: ``[*obs_shape]`` or ``[B, *obs_shape]``; the action is ``[]`` /
+    ``obs``: ``[*obs_shape]`` or ``[B, *obs_shape]`` (a pytree observation:
+    the same leaves, each with the same batch); the action is ``[]`` /
     ``[B]`` int32 (discrete) or ``[A]`` / ``[B, A]`` float32 (Box, clipped).
     Deterministic when ``key`` is None, sampled from the policy otherwise.
-    Both paths are jit-compiled (once per batch shape). A policy with memory
-    keeps its carry between calls, one episode's worth: call ``reset()``
-    when a new episode starts (a new batch shape starts afresh too).
+    ``mask`` ``[A]`` / ``[B, A]`` bool: the legal discrete actions (an
+    observation's own action mask is honoured too). Jit-compiled (once per
+    batch shape). A policy with memory keeps its carry between calls, one
+    episode's worth: call ``reset()`` when a new episode starts (a new batch
+    shape starts afresh too).
 
     Attributes: ``params`` (``PolicyParams``: the network's and any
-    observation statistics), ``config``, ``env`` (its name), ``obs_shape``,
-    ``step`` (the checkpoint's update), ``run`` (the ``LoadedRun``).
+    observation statistics), ``config``, ``env`` (its name), ``obs_shape``
+    (None for a pytree observation), ``obs_spec`` (its leaves' shapes and
+    dtypes), ``step`` (the checkpoint's update), ``run`` (the ``LoadedRun``).
     """
 
     def __init__(self, run: LoadedRun):
@@ -138,31 +142,53 @@ class Policy:
         self.env = self.config.env
         self.step = run.step
         self.obs_shape = run.trainer.setup.obs_shape
+        self.obs_spec = run.trainer.setup.obs_spec
         act = run.trainer.policy
         self._initial_carry = run.trainer.initial_carry
         self._carry, self._batch = None, None
-        self._greedy = jax.jit(lambda p, c, obs: act(p, c, obs, None, True))
-        self._sample = jax.jit(lambda p, c, obs, key: act(p, c, obs, key, False))
+        self._greedy = jax.jit(lambda p, c, obs, m: act(p, c, obs, None, True, m))
+        self._sample = jax.jit(lambda p, c, obs, key, m: act(p, c, obs, key, False, m))
 
-    def __call__(self, obs: Any, key: jax.Array | None = None) -> jax.Array:
-        obs = jnp.asarray(obs, jnp.float32)
-        rank = len(self.obs_shape)
-        if obs.ndim not in (rank, rank + 1) or obs.shape[obs.ndim - rank :] != tuple(
-            self.obs_shape
-        ):
-            raise ValueError(
-                f"observation of shape {obs.shape}; expected {self.obs_shape} or "
-                f"[B, {', '.join(map(str, self.obs_shape))}]"
-            )
-        batch = obs.shape[: obs.ndim - rank]
+    def __call__(
+        self, obs: Any, key: jax.Array | None = None, mask: Any = None
+    ) -> jax.Array:
+        obs, batch = self._checked(obs)
+        if mask is not None:
+            mask = jnp.asarray(mask, jnp.bool_)
         if self._carry is None or self._batch != batch:
             self._carry, self._batch = self._initial_carry(batch), batch
         carry = self._carry
         if key is None:
-            action, self._carry = self._greedy(self.params, carry, obs)
+            action, self._carry = self._greedy(self.params, carry, obs, mask)
         else:
-            action, self._carry = self._sample(self.params, carry, obs, key)
+            action, self._carry = self._sample(self.params, carry, obs, key, mask)
         return action
+
+    def _checked(self, obs: Any) -> tuple[Any, tuple[int, ...]]:
+        """``obs`` as arrays of the space's dtypes, and its batch shape
+        (ValueError, one line, if it does not match the space)."""
+        spec_leaves, tree = jax.tree.flatten(self.obs_spec)
+        try:
+            leaves = tree.flatten_up_to(obs)
+        except (ValueError, TypeError):
+            raise ValueError(
+                f"observation {jax.tree.structure(obs)}; expected {tree}"
+            ) from None
+        leaves = [
+            jnp.asarray(x, s.dtype) for x, s in zip(leaves, spec_leaves, strict=True)
+        ]
+        batches = set()
+        for x, s in zip(leaves, spec_leaves, strict=True):
+            rank = len(s.shape)
+            if x.ndim not in (rank, rank + 1) or x.shape[x.ndim - rank :] != s.shape:
+                raise ValueError(
+                    f"observation of shape {x.shape}; expected {s.shape} or "
+                    f"[B, {', '.join(map(str, s.shape))}]"
+                )
+            batches.add(x.shape[: x.ndim - rank])
+        if len(batches) > 1:
+            raise ValueError(f"observation leaves of different batches {batches}")
+        return jax.tree.unflatten(tree, leaves), batches.pop()
 
     def reset(self) -> None:
         """Forgets the carry: the next call starts a new episode."""

@@ -113,7 +113,7 @@ def episode(policy, params, env, env_params, key, deterministic, max_steps, carr
             ts = env.step(step_key, state, action, env_params)
             active = ~done
             keep = jax.tree.map(lambda a, b: jnp.where(active, a, b), ts.state, state)
-            obs = jnp.where(active, ts.obs, obs)
+            obs = jax.tree.map(lambda a, b: jnp.where(active, a, b), ts.obs, obs)
             done = done | ts.terminated | ts.truncated
             reward = jnp.where(active, ts.reward, 0.0)
             return (keep, obs, done, key, carry), (keep, action, reward, active)
