@@ -41,7 +41,7 @@ def _sweep(path):
     """2 settings (learning_rate 1e-3, 3e-3) × 2 seeds, 3 updates of 100 steps."""
     path.mkdir()
     columns = ["member", "setting", "seed", "learning_rate", "gamma", "num_updates"]
-    columns += ["final_return", "last10_return", "auc"]
+    columns += ["final_return", "last10pct_return", "auc"]
     curves, rows = {}, []
     for member, (setting, seed) in enumerate([(0, 0), (0, 1), (1, 0), (1, 1)]):
         lr = (1e-3, 3e-3)[setting]

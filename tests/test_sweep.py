@@ -172,7 +172,7 @@ def test_plan_chunks_equal_sizes_multiple_of_devices():
 
 def test_scores():
     s = scores(np.arange(20.0))
-    assert s == {"final_return": 14.5, "last10_return": 18.5, "auc": 9.5}
+    assert s == {"final_return": 14.5, "last10pct_return": 18.5, "auc": 9.5}
 
 
 # --- populations --------------------------------------------------------------------
@@ -280,11 +280,11 @@ def test_first_ctrl_c_finishes_the_running_chunk_then_stops(
 def test_result_table_ranking_curves_and_files(base, tmp_path):
     rows = base.rows()
     assert len(rows) == 8
-    assert {"seed", "learning_rate", "env.length", "final_return", "last10_return",
+    assert {"seed", "learning_rate", "env.length", "final_return", "last10pct_return",
             "auc"} <= set(rows[0])  # fmt: skip
     ranking = base.ranking()
     assert len(ranking) == 4 and all(len(s.seeds) == 2 for s in ranking)
-    means = [s.last10_mean for s in ranking]
+    means = [s.last10pct_mean for s in ranking]
     assert means == sorted(means, reverse=True) and base.best == ranking[0]
     steps, returns = base.curves()[ranking[0].setting]
     assert returns.shape == (2, TINY.num_updates) and steps[-1] == 96
@@ -293,7 +293,7 @@ def test_result_table_ranking_curves_and_files(base, tmp_path):
     with (tmp_path / "sweep.csv").open() as f:
         assert len(list(csv.DictReader(f))) == 8
     summary = json.loads((tmp_path / "summary.json").read_text())
-    assert summary["best"]["last10_mean"] == pytest.approx(ranking[0].last10_mean)
+    assert summary["best"]["last10pct_mean"] == pytest.approx(ranking[0].last10pct_mean)
 
 
 def test_memory_budget_is_positive():
@@ -322,6 +322,90 @@ def test_cli_sweep_writes_files_and_ranking(base, tmp_path, capsys):
     got = sorted(float(r["final_return"]) for r in rows)
     want = sorted(r["final_return"] for r in base.rows())
     np.testing.assert_allclose(got, want, rtol=1e-4)
+    summary = json.loads((out / "summary.json").read_text())
+    assert isinstance(summary["best"]["values"]["learning_rate"], float)
+    assert summary["best_member"] == base.best_member
+    assert isinstance(summary["best"]["last10pct_iqm"], float)
+    kept_members_act_like_the_population(base, out, capsys)
+
+
+def kept_members_act_like_the_population(base, out, capsys):
+    """Each member's final parameters are kept: load_policy, eval and render
+    take the sweep directory with a member (its number or "best")."""
+    import ondevice_rl
+    from ondevice_rl.train.use.policy import load_run
+
+    best = base.best_member
+    run = load_run(out, member="best")
+    assert run.member == best and run.step == TINY.num_updates
+    assert run.spec.config.learning_rate == base.plan.members[best].config.learning_rate
+    assert dict(base.plan.members[best].env_params) == run.spec.env_params
+    for got, want in zip(
+        jax.tree.leaves(run.params), jax.tree.leaves(base.params[best]), strict=True
+    ):
+        np.testing.assert_array_equal(np.asarray(got), want)
+    policy = ondevice_rl.load_policy(out, member=3)
+    assert policy.run.member == 3 and policy(np.zeros(4, np.float32)).shape == ()
+    argv = ["eval", str(out), "--member", "best", "--episodes", "4", "--deterministic"]
+    assert cli.main(argv) == 0
+    assert f"sweep member {best} after" in capsys.readouterr().out
+    record = json.loads((out / f"eval-member-{best}.json").read_text())
+    assert record["member"] == best and len(record["episode_returns"]) == 4
+    for argv, message in [
+        (["eval", str(out)], "choose a member"),
+        (["eval", str(out), "--member", "99"], "no parameters of member 99"),
+        (["eval", str(out), "--member", "worst"], "a member's number or 'best'"),
+    ]:
+        assert cli.main(argv) == 2
+        err = capsys.readouterr().err.strip()
+        assert message in err and "\n" not in err, err
+
+
+def test_a_diverging_member_is_flagged_and_costs_nothing_else(base, tmp_path):
+    """A learning rate of 1e30 sends its members' parameters to inf/NaN: they
+    are flagged and left out of the ranking; the others are the numbers the
+    same members have in a population without them (one compiled program)."""
+    result = run_sweep(
+        TINY, seeds=2, search={"learning_rate": [1e-3, 1e30]}, env_params=LENGTHS
+    )
+    assert result.programs_compiled == 0
+    bad = {m.index for m in result.plan.members if m.config.learning_rate > 1}
+    assert set(result.nonfinite) == bad
+    assert all(result.params_finite[i] is False for i in bad)
+    assert {s.values["learning_rate"] for s in result.ranking()} == {1e-3}
+    assert result.best_member not in bad
+    for m in result.plan.members:
+        if m.index not in bad:  # lr 1e-3: the base population's first members
+            np.testing.assert_array_equal(
+                result.metrics[m.index]["total_loss"],
+                base.metrics[m.index]["total_loss"],
+            )
+    rows = {r["member"]: r for r in result.rows()}
+    assert all(rows[i]["nonfinite"].startswith("non-finite") for i in bad)
+    summary = json.loads(report.write_summary(result, tmp_path / "s.json").read_text())
+    assert set(summary["nonfinite"]) == {str(i) for i in bad}
+
+
+def test_sweep_takes_a_recipe_as_its_base(tmp_path):
+    """``sweep --recipe``: the recipe's settings are the base config; flags
+    sweep over it; sweep.json keeps both (nothing compiled here)."""
+    from ondevice_rl.train.cli import sweep as sweep_cli
+    from ondevice_rl.train.recipes.loader import load_recipe
+
+    argv = ["sweep", "--recipe", "cartpole_dqn", "--learning-rate", "1e-3,1e-4",
+            "--out", str(tmp_path)]  # fmt: skip
+    args = cli.build_parser(argv).parse_args(argv)
+    spec = sweep_cli._read_args(args)
+    request = sweep_cli._request(args, spec)
+    plan = sweep_cli._plan(request)
+    recipe = load_recipe("cartpole_dqn")
+    assert request["algo"] == "dqn" and request["recipe"] == "cartpole_dqn"
+    assert plan.base == recipe and len(plan.members) == 2
+    assert plan.members[1].config == recipe.replace(learning_rate=1e-4)
+    stored = json.loads(json.dumps(request, default=str))
+    assert sweep_cli._plan(stored).members == plan.members  # as sweep.json reads
+    argv = ["sweep", "--recipe", "cartpole_dqn", "--algo", "ppo"]
+    assert cli.main(argv) == 2
 
 
 def test_cli_random_search(base, tmp_path, capsys):
@@ -395,4 +479,4 @@ def test_population_of_256_cartpole_members_on_cpu():
         DEFAULT_CACHE.compiler_options = FAST
     assert len(result.finished) == 256 and not result.interrupted
     assert result.programs_compiled == 1
-    assert result.best.last10_mean > 100.0
+    assert result.best.last10pct_mean > 100.0

@@ -6,6 +6,8 @@ whole episodes on the device, vmapped in one compiled program
 (``ondevice_rl/evaluation.py``); it prints mean ± std, min and max of the returns and
 lengths and writes ``eval.json`` (strict JSON) into RUN_DIR. ``render
 RUN_DIR --out episode.gif`` draws one episode (``train/use/render.py``).
+Both take a sweep's directory with ``--member N|best``: that member's final
+parameters (``eval`` then writes ``eval-member-N.json`` there).
 """
 
 import time
@@ -23,6 +25,27 @@ def _seed_arg(parser) -> None:
     parser.add_argument(
         "--seed", type=int_arg, default=0, help=f"PRNG seed in {SEED_RANGE} (default 0)"
     )
+
+
+def _member_arg(parser) -> None:
+    parser.add_argument(
+        "--member",
+        metavar="N|best",
+        help="RUN_DIR is a sweep: use member N's final parameters (sweep.csv's "
+        "member), or the best member's",
+    )
+
+
+def _member(args):
+    """``--member`` as load_run takes it (a number or "best")."""
+    text = args.member
+    if text is None:
+        return None
+    if text.strip().isdigit():
+        return int(text)
+    if text.strip() == "best":
+        return "best"
+    raise ValueError(f"--member must be a member's number or 'best', got {text!r}")
 
 
 def add_subcommands(subparsers, algo: str | None = None) -> None:
@@ -48,6 +71,7 @@ def add_subcommands(subparsers, algo: str | None = None) -> None:
         help="greedy actions (argmax / Gaussian mean) instead of sampled ones",
     )
     _seed_arg(evaluate)
+    _member_arg(evaluate)
     evaluate.add_argument("--debug", action="store_true", help="show tracebacks")
     evaluate.set_defaults(func=_eval)
     one_line_errors(evaluate)
@@ -79,6 +103,7 @@ def add_subcommands(subparsers, algo: str | None = None) -> None:
         help="resize the frames by X (default 1)",
     )
     _seed_arg(render)
+    _member_arg(render)
     render.add_argument("--debug", action="store_true", help="show tracebacks")
     render.set_defaults(func=_render)
     one_line_errors(render)
@@ -91,8 +116,11 @@ def _check_seed(seed: int) -> None:
         raise ValueError(e.worded({"seed": "--seed"})) from None
 
 
-def evaluate_run(run_dir: Path, episodes: int, deterministic: bool, seed: int):
-    """``(loaded run, evaluate's [episodes] arrays as NumPy, compile s, run s)``."""
+def evaluate_run(
+    run_dir: Path, episodes: int, deterministic: bool, seed: int, member=None
+):
+    """``(loaded run, evaluate's [episodes] arrays as NumPy, compile s, run s)``;
+    ``member`` picks a sweep directory's member (its number or "best")."""
     import jax
 
     from ondevice_rl.evaluation import evaluate
@@ -100,7 +128,7 @@ def evaluate_run(run_dir: Path, episodes: int, deterministic: bool, seed: int):
 
     if episodes >= MAX_INT:
         raise ValueError(f"--episodes must be below 2^31, got {episodes}")
-    run = load_run(run_dir)
+    run = load_run(run_dir, member=member)
     trainer = run.trainer
     env_params = run.spec.env_params_tree()
     env_params = trainer.default_env_params if env_params is None else env_params
@@ -133,8 +161,9 @@ def _eval(args) -> int:
 
     try:
         _check_seed(args.seed)
+        member = _member(args)
         run, result, compile_s, run_s = evaluate_run(
-            args.run_dir, args.episodes, args.deterministic, args.seed
+            args.run_dir, args.episodes, args.deterministic, args.seed, member
         )
     except (ValueError, KeyError, OSError) as e:
         if args.debug:
@@ -143,9 +172,12 @@ def _eval(args) -> int:
     summary = summarize(result)
     config = run.spec.config
     mode = "deterministic" if args.deterministic else "sampled"
+    which = f"checkpoint at update {run.step}"
+    if run.member is not None:
+        which = f"sweep member {run.member} after {run.step} updates"
     print(
-        f"{config.env} ({algorithm_of(config).name}), checkpoint at update "
-        f"{run.step}: {args.episodes} episodes, {mode} actions"
+        f"{config.env} ({algorithm_of(config).name}), {which}: "
+        f"{args.episodes} episodes, {mode} actions"
     )
     for name in ("return", "length"):
         s = summary[name]
@@ -169,6 +201,9 @@ def _eval(args) -> int:
         "episode_lengths": [int(x) for x in result["length"]],
     }
     path = args.run_dir / EVAL_FILE
+    if run.member is not None:
+        record["member"] = run.member
+        path = args.run_dir / f"eval-member-{run.member}.json"
     try:
         write_json(path, record)
     except OSError as e:
@@ -180,11 +215,21 @@ def _eval(args) -> int:
 def _render(args) -> int:
     from ondevice_rl.train.use.render import render_run
 
-    out = args.out if args.out is not None else args.run_dir / "episode.gif"
     try:
         _check_seed(args.seed)
+        member = _member(args)
+        out = args.out
+        if out is None:
+            name = "episode.gif" if member is None else f"episode-member-{member}.gif"
+            out = args.run_dir / name
         done = render_run(
-            args.run_dir, out, args.seed, args.deterministic, args.fps, args.scale
+            args.run_dir,
+            out,
+            args.seed,
+            args.deterministic,
+            args.fps,
+            args.scale,
+            member,
         )
     except (ValueError, KeyError, OSError) as e:
         if args.debug:

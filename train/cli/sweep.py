@@ -69,7 +69,12 @@ def add_subcommands(subparsers, algo: str = DEFAULT) -> None:
     )
     add_algo_argument(parser, algo)
     parser.set_defaults(algo=None)  # not given: ppo, or the resumed sweep's
-    parser.add_argument("--env", help=f"(default {DEFAULT_ENV})")
+    parser.add_argument("--env", help=f"(default {DEFAULT_ENV}, or the recipe's)")
+    parser.add_argument(
+        "--recipe",
+        help="shipped recipe name or TOML file: its settings are the base config "
+        "(flags below sweep over it)",
+    )
     parser.add_argument("--seeds", help="count N (seeds 0..N-1) or list (default 1)")
     parser.add_argument("--samples", type=int_arg, help="random draws of the ranges")
     parser.add_argument("--sample-seed", type=int_arg, help="(default 0)")
@@ -119,6 +124,13 @@ def add_subcommands(subparsers, algo: str = DEFAULT) -> None:
 def _read_args(args, algo: str = DEFAULT) -> dict:
     """Everything that can be checked without JAX (before multi-host init);
     ``algo`` when ``--algo`` is not given."""
+    if args.algo is None and args.recipe is not None:
+        from ondevice_rl.train.recipes.loader import recipe_algorithm
+
+        try:
+            algo = recipe_algorithm(args.recipe)
+        except (FileNotFoundError, ValueError) as err:
+            raise CLIError(f"--recipe: {err}") from None
     try:
         algorithm = get_algorithm(args.algo or algo)
     except KeyError as err:
@@ -145,6 +157,7 @@ def _read_args(args, algo: str = DEFAULT) -> dict:
         raise CLIError(f"--chunk-size: expected >= 1, got {args.chunk_size}")
     return {
         "algorithm": algorithm,
+        "base": None if args.recipe is None else _recipe_base(args, algorithm),
         "seeds": parse_seeds(args.seeds or "1"),
         "search": search,
         "env_params": env_params,
@@ -154,11 +167,30 @@ def _read_args(args, algo: str = DEFAULT) -> dict:
     }
 
 
+def _recipe_base(args, algorithm: Algorithm) -> dict:
+    """The recipe's config fields (``--recipe``), for ``--algo``'s learner."""
+    from ondevice_rl.train.recipes.loader import load_recipe
+
+    try:
+        recipe = load_recipe(args.recipe)
+    except (FileNotFoundError, ValueError) as err:
+        raise CLIError(f"--recipe: {err}") from None
+    if type(recipe) is not algorithm.config:
+        raise CLIError(
+            f"--recipe {args.recipe} is for {type(recipe).__name__}, not "
+            f"--algo {algorithm.name}"
+        )
+    return recipe.to_dict()
+
+
 def _request(args, spec) -> dict:
     """What ``sweep.json`` stores: enough to rebuild the same plan."""
+    base = spec["base"]
     return {
         "algo": spec["algorithm"].name,
-        "env": args.env or DEFAULT_ENV,
+        "env": args.env or (base or {}).get("env") or DEFAULT_ENV,
+        "recipe": args.recipe,
+        "base": base,
         "seeds": spec["seeds"],
         "search": spec["search"],
         "env_params": spec["env_params"],
@@ -171,11 +203,13 @@ def _request(args, spec) -> dict:
 
 
 def _plan(request: dict):
+    from ondevice_rl.train.recipes.loader import config_from_dict
     from ondevice_rl.train.sweep import build_plan
 
     algorithm = get_algorithm(request["algo"])
+    base = dict(request.get("base") or {}, env=request["env"])
     return build_plan(
-        algorithm.config(env=request["env"]),
+        config_from_dict(base, algorithm, where="the recipe's settings"),
         request["seeds"],
         request["search"],
         request["env_params"],
@@ -251,7 +285,8 @@ def _sweep(args, out: Path, request: dict, plan, main: bool) -> int:
             for m in result.finished
             if m.index not in written
         }
-        if main:
+        if main:  # parameters first: a chunk on disk always has them
+            store.save_params(out, result, new)
             store.save_members(out, new)
         written.update(new)
 

@@ -98,6 +98,7 @@ def given_flags(args, spec: dict) -> dict:
         for flag, field, value in (
             ("--algo", "algo", args.algo),
             ("--env", "env", args.env),
+            ("--recipe", "recipe", args.recipe),
             ("--seeds", "seeds", args.seeds and spec["seeds"]),
             ("--samples", "samples", args.samples),
             ("--sample-seed", "sample_seed", args.sample_seed),

@@ -150,9 +150,13 @@ class RunSpec(NamedTuple):
         learner and env, its config fields, hyperparameters, seed and segment
         settings of the right types and ranges (``RunDirError``, one line
         naming the file and the field, otherwise)."""
-        from ondevice_rl.train.recipes.loader import config_from_dict
+        return cls.from_json(artifacts.read_json(path), path)
 
-        info = artifacts.read_json(path)
+    @classmethod
+    def from_json(cls, info: dict, path: Any) -> "RunSpec":
+        """``to_json``'s object back, checked as ``load`` checks it; errors
+        name ``path`` (where ``info`` was read from)."""
+        from ondevice_rl.train.recipes.loader import config_from_dict
 
         def bad(message: str) -> artifacts.RunDirError:
             return artifacts.RunDirError(f"{path}: {message}")

@@ -24,6 +24,8 @@ from ondevice_rl.sharding import (
 )
 from ondevice_rl.train.kit.protocol import whole_run
 from ondevice_rl.train.kit.registry import algorithm_of, trainer_for
+from ondevice_rl.train.kit.state import PolicyParams, policy_params
+from ondevice_rl.train.run.segments import all_finite
 from ondevice_rl.train.services.programs import PROGRAMS, ProgramCache
 from ondevice_rl.train.sweep.space import Member
 
@@ -74,12 +76,22 @@ def take(inputs: PopulationInputs, start: int, stop: int) -> PopulationInputs:
     return jax.tree.map(lambda x: x[start:stop], inputs)
 
 
+class MemberOutput(NamedTuple):
+    """What one member's program hands back (host arrays after the call)."""
+
+    metrics: dict  # name -> [num_updates]
+    params: PolicyParams  # the final state's, what acting needs
+    params_finite: Any  # [] bool: every final parameter is finite
+
+
 def member_program(config: Any):
-    """``member(seed, hp, env_params) -> metrics`` (``[num_updates]`` each)."""
+    """``member(seed, hp, env_params) -> MemberOutput``."""
     train = whole_run(trainer_for(config))
 
     def member(seed, hp, env_params):
-        return train(jax.random.key(seed), hp, env_params).metrics
+        out = train(jax.random.key(seed), hp, env_params)
+        params = policy_params(out.state)
+        return MemberOutput(out.metrics, params, all_finite(params))
 
     return member
 
@@ -97,8 +109,8 @@ class Program:
     compiled: Any  # jax.stages.Compiled
     device_bytes: int  # XLA memory analysis: arguments + outputs + temps, per device
 
-    def __call__(self, inputs: PopulationInputs) -> dict[str, np.ndarray]:
-        """Runs ``chunk_size`` members; returns host metrics ``[chunk, U]``."""
+    def __call__(self, inputs: PopulationInputs) -> MemberOutput:
+        """Runs ``chunk_size`` members; returns host arrays, ``[chunk, ...]``."""
         placed = shard_leading(inputs, self.mesh)
         return to_host(self.compiled(*placed))
 

@@ -5,13 +5,15 @@ return of the episodes finished during each update's rollout):
 
 * ``final_return``: ``ondevice_rl.metrics.final_return`` (the mean of the
   last 10 updates, as every run reports it);
-* ``last10_return``: mean of the last ``ceil(U / 10)`` updates;
+* ``last10pct_return``: mean of the last 10% of updates (``ceil(U / 10)``);
 * ``auc``: mean of ``r`` over all updates, i.e. the area under the return
   curve with training progress scaled to ``[0, 1]`` (comparable across
   ``total_timesteps``).
 
-Settings (members that differ only by seed) are ranked by the mean of
-``last10_return`` over their seeds.
+A member whose parameters or curves went non-finite is flagged
+(``SweepResult.nonfinite``) and left out of the ranking. Settings (members
+that differ only by seed) are ranked by the mean of ``last10pct_return``
+over their seeds.
 """
 
 import csv
@@ -25,16 +27,34 @@ import numpy as np
 from ondevice_rl.metrics import final_return
 from ondevice_rl.train.sweep.space import Member, SweepPlan
 
+#: A member's scores (``scores``), in ``sweep.csv``'s column order.
+SCORE_COLUMNS = ("final_return", "last10pct_return", "auc")
+#: ``sweep.csv`` columns that are not a member's setting values (a search's
+#: strategy adds its own: ``search.SEARCH_COLUMNS``).
+RESULT_COLUMNS = ("member", "setting", "seed", "num_updates", *SCORE_COLUMNS)
+RESULT_COLUMNS += ("nonfinite",)
+
 
 def scores(returns: np.ndarray) -> dict[str, float]:
-    """``final_return``, ``last10_return``, ``auc`` of a ``[U]`` return curve."""
+    """``final_return``, ``last10pct_return``, ``auc`` of a ``[U]`` return curve."""
     returns = np.asarray(returns, np.float64)
     tail = max(1, math.ceil(len(returns) / 10))
     return {
         "final_return": final_return(returns),
-        "last10_return": float(returns[-tail:].mean()),
+        "last10pct_return": float(returns[-tail:].mean()),
         "auc": float(returns.mean()),
     }
+
+
+def first_nonfinite(metrics: dict[str, np.ndarray], params_finite: bool) -> str | None:
+    """Where a member's training went non-finite, in a few words, or None:
+    the first update with a non-finite metric, else its final parameters."""
+    bad = {k: np.flatnonzero(~np.isfinite(v)) for k, v in metrics.items()}
+    bad = {k: int(v[0]) for k, v in bad.items() if len(v)}
+    if bad:
+        name = min(bad, key=lambda k: (bad[k], k))
+        return f"non-finite {name} at update {bad[name] + 1}"
+    return None if params_finite else "non-finite parameters"
 
 
 class GroupInfo(NamedTuple):
@@ -56,10 +76,11 @@ class SettingSummary(NamedTuple):
     setting: int
     values: dict  # swept field -> value
     seeds: tuple[int, ...]
-    last10_mean: float
-    last10_std: float
+    last10pct_mean: float
+    last10pct_std: float
     final_mean: float
     auc_mean: float
+    diverged: int = 0  # seeds left out because they went non-finite
 
 
 @dataclass
@@ -69,6 +90,11 @@ class SweepResult:
     Attributes:
         plan: the members and what was swept.
         metrics: per member, ``{name: [num_updates] array}`` or None.
+        params: per member, its final ``PolicyParams`` (host arrays: what
+            acting needs) or None; ``load_policy(out, member=i)`` reads the
+            ones a sweep directory keeps.
+        params_finite: per member, whether its final parameters were all
+            finite (checked in the program), or None.
         groups: one entry per static config.
         programs_compiled: programs compiled by this run (0 when all were
             cached from an earlier run in the process).
@@ -86,6 +112,13 @@ class SweepResult:
     interrupted: bool = False
     stop_signal: int | None = None
     seconds: float = 0.0
+    params: list[Any] = field(default_factory=list)
+    params_finite: list[bool | None] = field(default_factory=list)
+
+    def __post_init__(self):
+        size = len(self.plan.members)
+        self.params = self.params or [None] * size
+        self.params_finite = self.params_finite or [None] * size
 
     @property
     def finished(self) -> list[Member]:
@@ -95,10 +128,22 @@ class SweepResult:
         """``[num_updates]`` episode-return curve of a finished member."""
         return self.metrics[member.index]["episode_return"]
 
+    @property
+    def nonfinite(self) -> dict[int, str]:
+        """Finished members whose training went non-finite: index -> where."""
+        found = {}
+        for m in self.finished:
+            ok = self.params_finite[m.index] is not False
+            why = first_nonfinite(self.metrics[m.index], ok)
+            if why is not None:
+                found[m.index] = why
+        return found
+
     def rows(self) -> list[dict[str, Any]]:
         """One row per finished member: ids, swept values, hyperparameters,
-        env param overrides, seed and scores."""
-        rows = []
+        env param overrides, seed, scores and ``nonfinite`` (where it went
+        non-finite, empty if it did not)."""
+        rows, nonfinite = [], self.nonfinite
         for m in self.finished:
             row = {"member": m.index, "setting": m.setting, "seed": m.seed}
             fields = m.config.HYPERPARAMS._fields
@@ -107,36 +152,57 @@ class SweepResult:
             row.update(self.plan.setting_values(m))
             row["num_updates"] = len(self.returns(m))
             row.update(scores(self.returns(m)))
+            row["nonfinite"] = nonfinite.get(m.index, "")
             rows.append(row)
         return rows
 
     def ranking(self) -> list[SettingSummary]:
-        """Settings with at least one finished seed, best first."""
+        """Settings with at least one finished seed that stayed finite, best
+        first; a setting with a diverged seed ranks below those without."""
         by_setting: dict[int, list[Member]] = {}
+        diverged: dict[int, int] = {}
+        nonfinite = self.nonfinite
         for m in self.finished:
-            by_setting.setdefault(m.setting, []).append(m)
+            if m.index in nonfinite:
+                diverged[m.setting] = diverged.get(m.setting, 0) + 1
+            else:
+                by_setting.setdefault(m.setting, []).append(m)
         summaries = []
         for setting, members in by_setting.items():
             s = [scores(self.returns(m)) for m in members]
-            last10 = np.array([x["last10_return"] for x in s])
+            last10pct = np.array([x["last10pct_return"] for x in s])
             summaries.append(
                 SettingSummary(
                     setting,
                     self.plan.setting_values(members[0]),
                     tuple(m.seed for m in members),
-                    float(last10.mean()),
-                    float(last10.std()),
+                    float(last10pct.mean()),
+                    float(last10pct.std()),
                     float(np.mean([x["final_return"] for x in s])),
                     float(np.mean([x["auc"] for x in s])),
+                    diverged.get(setting, 0),
                 )
             )
-        return sorted(summaries, key=lambda x: (-x.last10_mean, x.setting))
+        return sorted(
+            summaries, key=lambda x: (x.diverged > 0, -x.last10pct_mean, x.setting)
+        )
 
     @property
     def best(self) -> SettingSummary | None:
-        """The setting with the highest mean ``last10_return`` over seeds."""
+        """The setting ranked first (highest mean ``last10pct_return`` over
+        seeds, none of which diverged)."""
         ranking = self.ranking()
         return ranking[0] if ranking else None
+
+    @property
+    def best_member(self) -> int | None:
+        """The finite finished member with the highest ``last10pct_return``."""
+        nonfinite = self.nonfinite
+        candidates = [m for m in self.finished if m.index not in nonfinite]
+        if not candidates:
+            return None
+        key = lambda m: (-scores(self.returns(m))["last10pct_return"], m.index)  # noqa: E731
+        return min(candidates, key=key).index
 
     def curves(self) -> dict[int, tuple[np.ndarray, np.ndarray]]:
         """Per setting: ``(env_steps [U], returns [seeds, U])``."""

@@ -128,7 +128,10 @@ def run_plan(
                     chunk = pad_leading(take(inputs, lo, hi), program.chunk_size)
                     out = program(chunk)
                     for j, m in enumerate(members[lo:hi]):
-                        result.metrics[m.index] = {k: v[j] for k, v in out.items()}
+                        row = lambda x, j=j: x[j]  # noqa: E731
+                        result.metrics[m.index] = jax.tree.map(row, out.metrics)
+                        result.params[m.index] = jax.tree.map(row, out.params)
+                        result.params_finite[m.index] = bool(out.params_finite[j])
                     bar.advance(hi - lo)
                     if on_chunk is not None:
                         on_chunk(result, g, c)

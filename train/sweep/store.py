@@ -3,14 +3,16 @@
 * ``sweep.json``: what was asked (learner, base config, seeds, search, env
   params, sampling, chunking), enough to rebuild the same plan;
 * ``members/chunk-*.npz``: the metrics of the members each finished chunk
-  trained, written (atomically) as soon as the chunk ends.
+  trained, written (atomically) as soon as the chunk ends, just after
+  ``members/params-*.npz``, their final parameters (``member_files.py``).
 
 ``ondevice-rl sweep --resume OUT`` rebuilds the plan from ``sweep.json``,
 loads the finished members and trains only the missing ones. Both files are
 read through validating readers: a damaged ``sweep.json`` is one line
 naming it; a chunk that cannot be read whole (zip CRCs checked) or does not
-hold what the plan says is reported with why, for the resume to move it
-into ``members/damaged/`` and train its members again.
+hold what the plan says, or whose members' parameters are missing or
+damaged, is reported with why, for the resume to move it into
+``members/damaged/`` and train its members again.
 """
 
 import contextlib
@@ -24,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from ondevice_rl.train.run.artifacts import RunDirError, read_json, write_json
+from ondevice_rl.train.sweep import member_files
 from ondevice_rl.train.sweep.space import LogUniform, Uniform
 
 SPEC_FILE = "sweep.json"
@@ -38,6 +41,7 @@ _FIELDS = {
     "env_params": (dict, "an object"),
     "samples": (int | None, "an integer or null"),
     "sample_seed": (int, "an integer"),
+    "base": (dict | None, "an object of config fields or null"),
 }
 
 
@@ -134,6 +138,30 @@ def save_members(out: Path, metrics: dict[int, dict[str, np.ndarray]]) -> None:
         raise
 
 
+def save_params(out: Path, result: Any, indices: Any) -> None:
+    """``members/params-*.npz``: the final parameters of these finished
+    members of ``result`` (a ``SweepResult``), each with its run spec."""
+    members = {}
+    for i in indices:
+        m = result.plan.members[i]
+        finite = result.params_finite[i] is not False
+        spec = member_files.member_spec(m.config, m.seed, dict(m.env_params), finite)
+        members[i] = (spec, result.params[i])
+    member_files.save_params(out / MEMBERS_DIR, members)
+
+
+def kept_params(out: Path) -> tuple[set[int], list[tuple[Path, str]]]:
+    """The members whose parameters ``members/`` holds, read whole, and the
+    params files that are damaged, each with why."""
+    kept, damaged = set(), []
+    for path in sorted((out / MEMBERS_DIR).glob(member_files.PARAMS_GLOB)):
+        try:
+            kept.update(member_files.read_params_file(path))
+        except ValueError as e:
+            damaged.append((path, str(e)))
+    return kept, damaged
+
+
 def read_chunk(path: Path) -> dict[int, dict[str, np.ndarray]]:
     """One chunk file's members (index -> name -> ``[U]``), read whole so
     that its CRCs are checked; ``ValueError`` saying why it is damaged."""
@@ -203,10 +231,26 @@ def finished_members(out: Path, plan: Any, move: bool = True) -> tuple[dict, lis
         return None
 
     finished, damaged = load_members(out, updates_of)
+    kept, damaged_params = kept_params(out)
+    for path in sorted((out / MEMBERS_DIR).glob("chunk-*.npz")):
+        missing = sorted(set(read_chunk_indices(path)) - kept)
+        if missing and all(p != path for p, _ in damaged):
+            damaged.append((path, f"no parameters kept for member {missing[0]}"))
+            for index in read_chunk_indices(path):
+                finished.pop(index, None)
     notes = []
-    for path, why in damaged:
+    for path, why in damaged + damaged_params:
         where = set_aside(out, path).parent if move else path.parent
         notes.append(
             f"{path}: damaged ({why}); moved to {where}, its members train again"
         )
     return finished, notes
+
+
+def read_chunk_indices(path: Path) -> list[int]:
+    """The members a chunk file names (its zip directory only)."""
+    with contextlib.suppress(OSError, zipfile.BadZipFile, ValueError):
+        with zipfile.ZipFile(path) as archive:
+            names = {n.split("/")[0] for n in archive.namelist()}
+        return sorted(int(n) for n in names if n.isdigit())
+    return []

@@ -262,7 +262,9 @@ def sweep_series(
 def _varying_columns(rows: list[dict]) -> list[str]:
     """``sweep.csv`` columns holding a setting's values that vary over rows:
     not the member, seed, setting or score columns."""
-    scores = {"member", "setting", "seed", "num_updates", "auc"}
+    from ondevice_rl.train.sweep.results import RESULT_COLUMNS
+
+    scores = {"member", "setting", "seed", "num_updates", "auc", *RESULT_COLUMNS}
     columns = [
         c
         for c in (rows[0] if rows else {})

@@ -3,10 +3,12 @@
 * ``load_run(run_dir)``: the stored ``RunSpec``, the trainer and the newest
   verified checkpoint's ``PolicyParams`` (network parameters and obs
   statistics); a newer damaged checkpoint is named in one line and skipped.
-* ``load_policy(run_dir) -> Policy``: ``policy(obs, key=None) -> action``,
-  jit-compiled, for one observation ``[*obs_shape]`` or a batch ``[B,
-  *obs_shape]`` (also ``ondevice_rl.load_policy``), acting with the trainer's
-  ``policy`` (``train/kit/policies.py``).
+* ``load_member(sweep_dir, member)``: the same for a sweep member's final
+  parameters (``member``: its number or ``"best"``).
+* ``load_policy(run_dir, member=None) -> Policy``: ``policy(obs, key=None)
+  -> action``, jit-compiled, for one observation ``[*obs_shape]`` or a batch
+  ``[B, *obs_shape]`` (also ``ondevice_rl.load_policy``), acting with the
+  trainer's ``policy`` (``train/kit/policies.py``).
 * ``run_in_gymnasium(policy, env_id)``: the loaded policy in the original
   gymnasium env, on the host, to check policy and port against the real thing.
 """
@@ -28,6 +30,7 @@ class LoadedRun(NamedTuple):
     trainer: Any  # make_trainer(config), hyperparameters applied to the config
     params: PolicyParams  # of the latest checkpoint's train state
     step: int  # that checkpoint's update
+    member: int | None = None  # a sweep member's number (None: a run)
 
 
 def _like(trainer: Any, spec: Any) -> Any:
@@ -46,13 +49,16 @@ def _like(trainer: Any, spec: Any) -> Any:
     return jax.tree.map(leaf, shapes)
 
 
-def load_spec(run_dir: str | Path) -> Any:
-    """The ``RunSpec`` in ``run_dir``'s ``config.json`` (ValueError, one line,
-    for a missing directory or one that is not a run)."""
+def load_spec(run_dir: str | Path, member: int | str | None = None) -> Any:
+    """The ``RunSpec`` in ``run_dir``'s ``config.json``, or a sweep member's
+    (ValueError, one line, for a missing directory or one that is not a
+    run)."""
     from ondevice_rl.train.run import artifacts
     from ondevice_rl.train.run.run_spec import RunSpec
 
     run_dir = Path(run_dir)
+    if member is not None or is_sweep_dir(run_dir):
+        return load_member(run_dir, member).spec
     if not run_dir.is_dir():
         raise ValueError(f"{run_dir}: no such run directory")
     if not (run_dir / artifacts.CONFIG_FILE).is_file():
@@ -64,13 +70,23 @@ def _to_stderr(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
 
+def is_sweep_dir(path: str | Path) -> bool:
+    """Whether ``path`` is a sweep's directory (it holds ``sweep.json``)."""
+    from ondevice_rl.train.sweep.store import SPEC_FILE
+
+    return (Path(path) / SPEC_FILE).is_file()
+
+
 def load_run(
-    run_dir: str | Path, notify: Callable[[str], None] | None = None
+    run_dir: str | Path,
+    notify: Callable[[str], None] | None = None,
+    member: int | str | None = None,
 ) -> LoadedRun:
     """Reads ``run_dir``'s ``config.json`` and restores its newest checkpoint
     that verifies; newer ones that do not are named, with why, in one line
     passed to ``notify`` (default: printed to stderr). Nothing is moved or
-    written.
+    written. For a sweep's directory, ``member`` picks whose final
+    parameters: its index, or ``"best"`` (see ``load_member``).
 
     Raises:
         ValueError: one line, for a missing directory, a directory that is not
@@ -82,6 +98,8 @@ def load_run(
     from ondevice_rl.train.run import artifacts
 
     run_dir = Path(run_dir)
+    if member is not None or is_sweep_dir(run_dir):
+        return load_member(run_dir, member)
     spec = load_spec(run_dir)
     checkpoints = Checkpoints(run_dir / artifacts.CHECKPOINT_DIR)
     step, skipped = checkpoints.usable()
@@ -114,6 +132,70 @@ def load_run(
         ) from None
     params = PolicyParams(state["params"], state.get("normalizer"))
     return LoadedRun(spec, trainer, params, int(step))
+
+
+def _member_index(sweep_dir: Path, member: int | str | None) -> int:
+    """``member`` as an index: a number, or ``"best"`` (``summary.json``'s
+    ``best_member``)."""
+    from ondevice_rl.train.run import artifacts
+
+    if member is None:
+        raise ValueError(
+            f"{sweep_dir} is a sweep: choose a member (its number, or 'best')"
+        )
+    if isinstance(member, str) and member.strip().isdigit():
+        member = int(member)
+    if isinstance(member, int) and not isinstance(member, bool) and member >= 0:
+        return member
+    if member != "best":
+        raise ValueError(f"member must be a member's number or 'best', got {member!r}")
+    summary = sweep_dir / "summary.json"
+    if not summary.is_file():
+        raise ValueError(f"{sweep_dir}: no summary.json yet to say which is best")
+    best = artifacts.read_json(summary).get("best_member")
+    if isinstance(best, bool) or not isinstance(best, int):
+        raise ValueError(f"{summary}: no best member recorded (none finished finite)")
+    return best
+
+
+def load_member(sweep_dir: str | Path, member: int | str | None) -> LoadedRun:
+    """A sweep member's final parameters (``members/params-*.npz``) as a
+    ``LoadedRun``: its stored run spec, checked as ``config.json`` is, and
+    every array checked against the shapes that spec gives. ``member``: its
+    index (``sweep.csv``'s ``member``) or ``"best"``. ValueError (one line)
+    otherwise."""
+    from ondevice_rl.train.kit.registry import trainer_for
+    from ondevice_rl.train.run.run_spec import RunSpec
+    from ondevice_rl.train.sweep import member_files
+    from ondevice_rl.train.sweep.store import MEMBERS_DIR
+
+    sweep_dir = Path(sweep_dir)
+    if not sweep_dir.is_dir():
+        raise ValueError(f"{sweep_dir}: no such sweep directory")
+    if not is_sweep_dir(sweep_dir):
+        raise ValueError(f"{sweep_dir}: not a sweep directory (no sweep.json)")
+    index = _member_index(sweep_dir, member)
+    folder = sweep_dir / MEMBERS_DIR
+    info, arrays = member_files.read_member(folder, index)
+    where = f"{folder} (member {index})"
+    spec = RunSpec.from_json(info, where)
+    hp = {k: float(v) for k, v in spec.hyperparams._asdict().items()}
+    trainer = trainer_for(spec.config.replace(**hp))
+    like = policy_params(_like(trainer, spec))
+    leaves, treedef = jax.tree_util.tree_flatten_with_path(like)
+    values = []
+    for path, want in leaves:
+        name = member_files.leaf_name(path)
+        got = arrays.get(name)
+        if got is None or (got.shape, got.dtype) != (want.shape, want.dtype):
+            held = "nothing" if got is None else f"{list(got.shape)} {got.dtype}"
+            raise ValueError(
+                f"{where}: holds {held} as {name}, not {list(want.shape)} "
+                f"{want.dtype}; was it written by another version?"
+            )
+        values.append(jnp.asarray(got))
+    params = jax.tree_util.tree_unflatten(treedef, values)
+    return LoadedRun(spec, trainer, params, spec.config.num_updates, index)
 
 
 class Policy:
@@ -198,10 +280,11 @@ class Policy:
         return f"Policy({self.env!r}, update {self.step})"
 
 
-def load_policy(run_dir: str | Path) -> Policy:
-    """The policy of ``run_dir``'s newest checkpoint that verifies (see
-    ``Policy``, ``load_run``)."""
-    return Policy(load_run(run_dir))
+def load_policy(run_dir: str | Path, member: int | str | None = None) -> Policy:
+    """The policy of ``run_dir``'s newest checkpoint that verifies, or of a
+    sweep directory's ``member`` (its number or ``"best"``) (see ``Policy``,
+    ``load_run``)."""
+    return Policy(load_run(run_dir, member=member))
 
 
 def run_in_gymnasium(

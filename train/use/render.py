@@ -204,11 +204,12 @@ def render_run(
     deterministic: bool = False,
     fps: int | None = None,
     scale: float = 1.0,
+    member: int | str | None = None,
 ) -> dict:
     """Renders one episode of ``run_dir``'s trained policy to ``out`` (``.gif``
     or ``.mp4``), frames resized by ``scale``; returns ``{"path", "frames",
     "return", "length"}``. ValueError (one line) for a run or env that cannot
-    be rendered."""
+    be rendered. A sweep directory takes ``member`` (its number or "best")."""
     from ondevice_rl.train.use.policy import load_run, load_spec
 
     out = Path(out)
@@ -218,9 +219,9 @@ def render_run(
         raise ValueError(f"--scale must be in (0, 4], got {scale}")
     if out.suffix.lower() == ".mp4" and ffmpeg_executable() is None:
         raise ValueError(NO_FFMPEG)  # before any work
-    renderer = Renderer(load_spec(run_dir).config.env)  # env, pygame: first
+    renderer = Renderer(load_spec(run_dir, member).config.env)  # env, pygame: first
     try:
-        run = load_run(run_dir)
+        run = load_run(run_dir, member=member)
         trainer = run.trainer
         env_params = run.spec.env_params_tree()
         if env_params is None:
