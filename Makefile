@@ -10,6 +10,8 @@ $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e '.[test]'
+	# popgym-arcade without its stable-gymnax, which would replace gymnax.
+	$(BIN)/pip install --quiet --no-deps 'popgym-arcade==0.0.7'
 	touch $(STAMP)
 
 # Two pytest workers, and XLA's backend optimisation off: compiles dominate

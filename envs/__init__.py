@@ -27,6 +27,7 @@ from ondevice_rl.envs.registry import (
     register,
     register_unavailable,
 )
+from ondevice_rl.envs.suites import register_suites
 from ondevice_rl.wrappers import MaskObservation
 
 register("CartPole-v1", CartPole)
@@ -122,6 +123,8 @@ else:
         "mjx/",
         "MuJoCo Playground is not installed: pip install 'ondevice_rl[mjx]'",
     )
+# Craftax, Navix, XLand-MiniGrid, Jumanji, popgym-arcade, pgx (optional).
+register_suites()
 
 __all__ = [
     "Acrobot",
