@@ -1,8 +1,10 @@
 """Networks: the torso follows the observation's rank (MLP for vectors, CNN
-for images), conv kernels initialise without batched QRs, every learner's
-policy for a MinAtar env has convolution kernels, and the layers' matmul
-(``dense_matmul``) has the plain matmul's values and gradients with the
-kernel's gradient laid out as ``x^T g``."""
+for images), conv kernels initialise without batched QRs on CPU, every
+learner's policy for a MinAtar env has convolution kernels, and the layers'
+matmul (``dense_matmul``) has the plain matmul's values and gradients. The
+CPU-only forms (the kernel's gradient as ``x^T`` behind a barrier, im2col,
+one QR per member) are in the program lowered for CPU and not in the one
+lowered for a GPU."""
 
 import re
 
@@ -136,21 +138,71 @@ def test_dense_matmul_gradients_match_autodiff_under_vmap():
         np.testing.assert_allclose(ours, plain, rtol=1e-5, atol=1e-5)
 
 
-def test_kernel_gradient_contracts_a_materialised_transpose():
-    # The point of dense_matmul: the kernel's gradient is a dot whose lhs
-    # contracts its last axis (x^T materialised behind a barrier), not the
-    # leading-axis contraction autodiff emits, which XLA:CPU runs ≈2× slower.
+def _lowered_for(platform, fn, *args):
+    """The StableHLO text of ``jit(fn)`` lowered for ``platform``."""
+    return jax.export.export(jax.jit(fn), platforms=[platform])(*args).mlir_module()
+
+
+@pytest.mark.parametrize("platform", ["cpu", "cuda"])
+def test_kernel_gradient_layout_is_chosen_per_platform(platform):
+    # The point of dense_matmul: lowered for CPU, the kernel's gradient is a
+    # dot whose lhs contracts its last axis (x^T materialised behind a
+    # barrier), not the leading-axis contraction autodiff emits, which
+    # XLA:CPU runs ≈2× slower; lowered for a GPU it is that plain
+    # contraction, with no barrier to block fusion.
     net = QNetwork(2)
     obs = jnp.ones((128, 4))
     params = net.init(jax.random.key(0), obs[0])
-    jaxpr = jax.make_jaxpr(jax.grad(lambda p: jnp.sum(net.apply(p, obs))))(params)
-    eqns = jaxpr.jaxpr.eqns
-    barriers = [e for e in eqns if e.primitive.name == "optimization_barrier"]
-    assert len(barriers) == 3  # one per Dense layer
-    contractions = [
-        e.params["dimension_numbers"][0]
-        for e in eqns
-        if e.primitive.name == "dot_general"
-    ]
-    assert len(contractions) == 3 + 3 + 3  # forward, input and kernel gradients
-    assert ((0,), (0,)) not in [tuple(map(tuple, c)) for c in contractions]
+    text = _lowered_for(
+        platform, jax.grad(lambda p: jnp.sum(net.apply(p, obs))), params
+    )
+    dots = re.findall(
+        r"stablehlo\.dot_general .*contracting_dims = (\[.*?\] x \[.*?\])", text
+    )
+    assert len(dots) == 2 + 2 + 3  # forward, input and kernel gradients (live)
+    leading = dots.count("[0] x [0]")
+    barriers = text.count("stablehlo.optimization_barrier")
+    assert (barriers, leading) == ((3, 0) if platform == "cpu" else (0, 3))
+
+
+@pytest.mark.parametrize("platform", ["cpu", "cuda"])
+def test_conv_torso_and_batched_init_are_chosen_per_platform(platform):
+    # CPU: im2col (a dot, no convolution) and one QR per member in a loop;
+    # elsewhere the native convolution, and the vmapped init left batched.
+    net = QNetwork(3, hidden=(8,), obs_ndim=3)
+    obs = jnp.zeros((5, 10, 10, 4))
+
+    def conv_kernel_gradients(keys):  # [P, 3, 3, 4, 16]
+        params = jax.vmap(lambda k: net.init(k, obs[0]))(keys)
+        grads = jax.vmap(jax.grad(lambda p: jnp.sum(net.apply(p, obs))))(params)
+        return grads["params"]["MLP_0"]["Conv3x3_0"]["kernel"]
+
+    keys = jax.random.split(jax.random.key(0), 3)
+    text = _lowered_for(platform, conv_kernel_gradients, keys)
+    convolutions = text.count("stablehlo.convolution")
+    loops = text.count("stablehlo.while")
+    if platform == "cpu":
+        assert (convolutions, loops) == (0, 3)  # one init loop per kernel
+    else:
+        assert (convolutions, loops) == (2, 0)  # forward and kernel gradient
+
+
+def test_native_conv_equals_im2col_with_gradients_under_vmap():
+    from ondevice_rl.networks import _conv3x3_im2col, _conv3x3_native
+
+    keys = jax.random.split(jax.random.key(2), 2)
+    x = jax.random.normal(keys[0], (3, 2, 10, 10, 4))  # [P, B, H, W, C]
+    kernel = jax.random.normal(keys[1], (3, 3, 3, 4, 16))
+
+    def grads(conv):
+        def one(x, kernel):
+            return jax.grad(lambda x, k: jnp.sum(jnp.tanh(conv(x, k))), (0, 1))(
+                x, kernel
+            )
+
+        return jax.jit(jax.vmap(one))(x, kernel)
+
+    for ours, native in zip(
+        grads(_conv3x3_im2col), grads(_conv3x3_native), strict=True
+    ):
+        np.testing.assert_allclose(ours, native, rtol=1e-4, atol=1e-4)
