@@ -5,9 +5,10 @@ jaxlib's CPU runtime and lowers Threefry without a loop on CPU (see the
 docs' CPU notes, ``docs/cpu-notes.md``); import it before running JAX
 computations.
 
-``load_policy(run_dir)`` (a trained run's policy) comes from
-``ondevice_rl.train.use.policy``, imported on first use only: the core never
-imports ``ondevice_rl.train``.
+``run_training(env=..., algo=..., ...)`` (``ondevice-rl train`` as a call)
+and ``load_policy(run_dir)`` (a trained run's policy) come from
+``ondevice_rl.train``, imported on first use only: the core never imports
+``ondevice_rl.train``.
 """
 
 from ondevice_rl._xla import ensure_cpu_scheduler_flag, use_cpu_cores
@@ -35,15 +36,20 @@ __all__ = [
     "envs",
     "load_policy",
     "make",
+    "run_training",
     "use_cpu_cores",
 ]
 __version__ = "0.1.0"
 
-_LAZY = {"load_policy": "ondevice_rl.train.use.policy"}
+_LAZY = {
+    "load_policy": "ondevice_rl.train.use.policy",
+    "run_training": "ondevice_rl.train.run.entry",
+}
 
 
 def __getattr__(name: str):
-    """``load_policy``, imported from ``ondevice_rl.train`` on first use."""
+    """``load_policy`` and ``run_training``, imported from
+    ``ondevice_rl.train`` on first use."""
     if name in _LAZY:
         import importlib
 

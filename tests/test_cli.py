@@ -5,7 +5,8 @@ import json
 import pytest
 
 from ondevice_rl.train.cli import build_parser, main
-from ondevice_rl.train.cli.train import _build_config, compilation_cache_dir
+from ondevice_rl.train.cli.train import _build_config
+from ondevice_rl.train.services.compile_cache import compilation_cache_dir
 from ondevice_rl.train.run.artifacts import read_metrics
 
 

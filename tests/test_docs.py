@@ -160,6 +160,7 @@ def test_snippet_runs(snippet, tmp_path, monkeypatch, shell_cache):
     code = shortened(snippet.code)
     if snippet.language == "python":
         monkeypatch.chdir(tmp_path)
+        monkeypatch.setenv("ONDEVICE_RL_CACHE_DIR", "off")  # run_training's cache
         # Blank lines first, so that a traceback names the page's own line.
         program = compile("\n" * snippet.line + code, str(snippet.page), "exec")
         exec(program, {"__name__": "__main__"})

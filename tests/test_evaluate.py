@@ -23,7 +23,7 @@ from ondevice_rl.train.bench.transfers import host_ops
 from ondevice_rl.train.cli import main
 from ondevice_rl.train.kit.off_policy import OffPolicyConfig
 from ondevice_rl.train.run.artifacts import read_metrics
-from ondevice_rl.train.run.runner import resume_training, run_training
+from ondevice_rl.train.run.runner import resume_training, train_from_config
 from ondevice_rl.train.run.segments import (
     Evaluation,
     compile_programs,
@@ -32,7 +32,7 @@ from ondevice_rl.train.run.segments import (
     lower_segment,
 )
 from ondevice_rl.train.services.programs import PROGRAMS
-from ondevice_rl.train.services.tensorboard import read_scalars
+from ondevice_rl.train.services.tensorboard import metric_tag, read_scalars
 
 UPDATES, SEGMENTS, EVERY, EPISODES = 4, 2, 2, 3
 PROBE = "Probe-Truncation-v0"
@@ -80,7 +80,7 @@ def _config(name: str):
 
 
 def _train(name, out, **kwargs):
-    return run_training(
+    return train_from_config(
         _config(name), seed=1, out_dir=out, num_segments=SEGMENTS, progress=False,
         eval_every=EVERY, eval_episodes=EPISODES, **kwargs,
     )  # fmt: skip
@@ -153,8 +153,8 @@ def test_segments_cut_off_the_evaluation_grid_give_the_same_numbers(runs):
     chunks = []
     for start, (length, phase) in plan:
         segment = programs.segments[(length, phase)]
-        state, metrics, _ = segment(state, hp, None, np.int32(start), eval_key_for(key))
-        chunks.append(jax.device_get(metrics))
+        state, logged = segment(state, hp, None, np.int32(start), eval_key_for(key))
+        chunks.append(jax.device_get(logged.rows))
     for name, values in whole.metrics.items():
         np.testing.assert_array_equal(np.concatenate([c[name] for c in chunks]), values)
     assert np.isfinite(whole.metrics["eval_return"]).tolist() == [0, 1, 0, 1]
@@ -171,7 +171,9 @@ def test_segment_with_evaluation_is_host_silent(runs):
 
 def test_evaluation_leaves_training_unchanged_and_resumes_equal(runs, tmp_path):
     out_dir, whole = runs["ppo"]
-    plain = run_training(_config("ppo"), seed=1, num_segments=SEGMENTS, progress=False)
+    plain = train_from_config(
+        _config("ppo"), seed=1, num_segments=SEGMENTS, progress=False
+    )
     for name, values in plain.metrics.items():
         np.testing.assert_array_equal(whole.metrics[name], values)
 
@@ -194,15 +196,22 @@ def test_tensorboard_files_hold_every_metric_against_env_steps(runs):
     out, result = runs["ppo"]
     scalars = read_scalars(out)
     rows = read_metrics(out / "metrics.jsonl")
-    assert set(scalars) == set(result.metrics)
+    assert set(scalars) == {metric_tag(k) for k in result.metrics} | {"charts/sps"}
+    groups = {"charts/episode_return", "losses/total_loss", "eval/eval_return"}
+    assert groups <= set(scalars)
     steps = [r["env_steps"] for r in rows]
-    assert [s for s, _ in scalars["episode_return"]] == steps
+    assert [s for s, _ in scalars["losses/total_loss"]] == steps
+    finished = [r for r in rows if r["episode_return"] is not None]
+    assert [s for s, _ in scalars["charts/episode_return"]] == [
+        r["env_steps"] for r in finished
+    ]
     np.testing.assert_allclose(
-        [v for _, v in scalars["episode_return"]],
-        [r["episode_return"] for r in rows],
+        [v for _, v in scalars["charts/episode_return"]],
+        [r["episode_return"] for r in finished],
         rtol=1e-6,
     )
-    assert [s for s, _ in scalars["eval_return"]] == [steps[1], steps[3]]
+    assert [s for s, _ in scalars["eval/eval_return"]] == [steps[1], steps[3]]
+    assert [s for s, _ in scalars["charts/sps"]] == steps[1::2]  # segment ends
 
 
 def test_plot_of_real_runs_and_their_evaluations(runs, tmp_path, capsys):

@@ -33,7 +33,11 @@ from ondevice_rl.train import get_algorithm
 from ondevice_rl.train.cli import main
 from ondevice_rl.train.run.artifacts import RunDirError, read_metrics, truncate_metrics
 from ondevice_rl.train.run.lock import DirInUse, DirLock
-from ondevice_rl.train.run.runner import RunWriteError, resume_training, run_training
+from ondevice_rl.train.run.runner import (
+    RunWriteError,
+    resume_training,
+    train_from_config,
+)
 from ondevice_rl.train.sweep import store
 
 SEED = 3
@@ -58,7 +62,7 @@ def _no_compilation_cache(monkeypatch):
 
 def _train(out, **kwargs):
     config = get_algorithm("ppo").config(**CONFIG)
-    return run_training(
+    return train_from_config(
         config, seed=SEED, out_dir=out, num_segments=4, checkpoint_every=2,
         progress=False, **kwargs,
     )  # fmt: skip

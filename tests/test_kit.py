@@ -191,10 +191,10 @@ def test_package_faces():
         "get_algorithm",
         "load_recipe",
         "resume_training",
-        "run_training",
+        "train_from_config",
     ]
     for name in train.__all__:
         assert callable(getattr(train, name)), name
     assert train.load_recipe("cartpole_ppo").env == "CartPole-v1"
-    for name in ("make", "load_policy", "Environment", "AutoReset", "envs"):
+    for name in ("make", "load_policy", "run_training", "Environment", "envs"):
         assert hasattr(ondevice_rl, name), name

@@ -12,7 +12,7 @@ import pytest
 import ondevice_rl
 from ondevice_rl.evaluation import evaluate
 from ondevice_rl.train import get_algorithm
-from ondevice_rl.train.run.runner import run_training
+from ondevice_rl.train.run.runner import train_from_config
 from ondevice_rl.train.services.programs import PROGRAMS
 from ondevice_rl.train.use.policy import run_in_gymnasium
 
@@ -41,7 +41,7 @@ def cartpole(tmp_path_factory):
     saved = PROGRAMS.compiler_options
     PROGRAMS.compiler_options = {"xla_backend_optimization_level": 0}
     try:
-        run_training(config, seed=0, out_dir=out, num_segments=1, progress=False)
+        train_from_config(config, seed=0, out_dir=out, num_segments=1, progress=False)
     finally:
         PROGRAMS.compiler_options = saved
     return out

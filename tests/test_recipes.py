@@ -119,7 +119,7 @@ def test_unknown_recipe_and_bad_toml(tmp_path):
 @pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(GOALS))
 def test_recipe_reaches_goal(name):
-    from ondevice_rl.train.run.runner import run_training
+    from ondevice_rl.train.run.runner import train_from_config
 
-    result = run_training(load_recipe(name), seed=0, progress=False)
+    result = train_from_config(load_recipe(name), seed=0, progress=False)
     assert result.final_return >= GOALS[name], result.final_return

@@ -1,5 +1,6 @@
 """``ondevice-rl render``: one episode of a trained policy to a GIF (or MP4),
-frames drawn by gymnasium's renderer from our states (train/use/render.py)."""
+frames of classic control drawn by gymnasium's renderer from our states
+(train/use/render.py, renderers.py; MinAtar, brax and MJX: test_export_render.py)."""
 
 import json
 import sys
@@ -12,9 +13,9 @@ from PIL import Image
 import ondevice_rl
 from ondevice_rl.train import get_algorithm
 from ondevice_rl.train.cli import main
-from ondevice_rl.train.run.runner import run_training
+from ondevice_rl.train.run.runner import train_from_config
 from ondevice_rl.train.services.programs import PROGRAMS
-from ondevice_rl.train.use import render
+from ondevice_rl.train.use import render, renderers
 
 pytest.importorskip("pygame")
 
@@ -32,7 +33,7 @@ def run_dir(tmp_path_factory):
     saved = PROGRAMS.compiler_options
     PROGRAMS.compiler_options = {"xla_backend_optimization_level": 0}
     try:
-        run_training(config, seed=0, out_dir=out, progress=False)
+        train_from_config(config, seed=0, out_dir=out, progress=False)
     finally:
         PROGRAMS.compiler_options = saved
     return out
@@ -64,11 +65,11 @@ def test_mp4_when_an_encoder_is_there(run_dir, tmp_path, monkeypatch, capsys):
     assert "pip install imageio-ffmpeg" in err and err.count("\n") == 1
 
 
-@pytest.mark.parametrize("name", sorted(render.RENDERABLE))
-def test_every_renderable_env_draws_our_reset_state(name):
+@pytest.mark.parametrize("name", sorted(renderers.GYMNASIUM_DRAWN))
+def test_every_classic_control_env_draws_our_reset_state(name):
     env, params = ondevice_rl.make(name)
     _, state = env.reset(jax.random.key(0), params)
-    renderer = render.Renderer(name)
+    renderer = renderers.GymnasiumRenderer(name)
     try:
         frame = renderer.draw(jax.device_get(state))
     finally:

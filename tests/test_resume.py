@@ -16,7 +16,7 @@ from ondevice_rl.checkpoint import Checkpoints
 from ondevice_rl.train import get_algorithm
 from ondevice_rl.train.kit.registry import trainer_for
 from ondevice_rl.train.run.artifacts import RunDirError, read_metrics
-from ondevice_rl.train.run.runner import resume_training, run_training
+from ondevice_rl.train.run.runner import resume_training, train_from_config
 from ondevice_rl.train.services.programs import PROGRAMS
 
 # 96 updates of 4 envs x 128 steps, 24 segments of 4; a checkpoint after each.
@@ -166,13 +166,13 @@ def test_every_learner_resumes_to_the_same_numbers(name, tmp_path, fast_compiles
     extra = SMALL.get(name, {})
     per_update = algorithm.config(**extra).steps_per_update
     config = algorithm.config(total_timesteps=12 * per_update, hidden=(8,), **extra)
-    whole = run_training(config, seed=3, num_segments=4, progress=False)
+    whole = train_from_config(config, seed=3, num_segments=4, progress=False)
 
     def stop_after_first(done, steps, latest):
         raise KeyboardInterrupt
 
     out = tmp_path / "run"
-    first = run_training(
+    first = train_from_config(
         config, seed=3, out_dir=out, num_segments=4, progress=False,
         on_segment=stop_after_first,
     )  # fmt: skip
@@ -191,7 +191,7 @@ def test_every_learner_resumes_to_the_same_numbers(name, tmp_path, fast_compiles
 def test_nan_guard_names_the_first_bad_update_and_keeps_the_good_checkpoint(tmp_path):
     config = get_algorithm("ppo").config(total_timesteps=8 * 512, hidden=(8,))
     out = tmp_path / "nan"
-    result = run_training(
+    result = train_from_config(
         config, out_dir=out, num_segments=4, progress=False, checkpoint_every=2,
         hyperparams={"learning_rate": 1e30},
     )  # fmt: skip
@@ -209,19 +209,19 @@ def test_nan_guard_names_the_first_bad_update_and_keeps_the_good_checkpoint(tmp_
 def test_output_directory_rules(tmp_path):
     config = get_algorithm("ppo").config(total_timesteps=512, hidden=(8,))
     out = tmp_path / "run"
-    run_training(config, out_dir=out, progress=False)
+    train_from_config(config, out_dir=out, progress=False)
     with pytest.raises(RunDirError, match="holds an earlier run"):
-        run_training(config, out_dir=out, progress=False)
-    again = run_training(config, out_dir=out, progress=False, force=True)
+        train_from_config(config, out_dir=out, progress=False)
+    again = train_from_config(config, out_dir=out, progress=False, force=True)
     assert len(read_metrics(out / "metrics.jsonl")) == again.config.num_updates
     (tmp_path / "file").write_text("x")
     with pytest.raises(RunDirError, match="is a file"):
-        run_training(config, out_dir=tmp_path / "file", progress=False)
+        train_from_config(config, out_dir=tmp_path / "file", progress=False)
     locked = tmp_path / "locked"
     locked.mkdir(mode=0o500)
     if os.geteuid() != 0:  # root may write anywhere
         with pytest.raises(RunDirError, match="cannot write"):
-            run_training(config, out_dir=locked / "run", progress=False)
+            train_from_config(config, out_dir=locked / "run", progress=False)
 
 
 SWEEP = [

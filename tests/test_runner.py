@@ -1,4 +1,4 @@
-"""run_training: segments, equality with the one-shot program, interrupts."""
+"""train_from_config: segments, equality with the one-shot program, interrupts."""
 
 import json
 import os
@@ -11,7 +11,7 @@ import pytest
 from ondevice_rl import checkpoint
 from ondevice_rl.train.ppo import PPOConfig, make_train
 from ondevice_rl.train.run.artifacts import read_metrics
-from ondevice_rl.train.run.runner import run_training
+from ondevice_rl.train.run.runner import train_from_config
 
 # 8 updates of 4 x 128 steps; 3 segments -> [3, 3, 2]. test_cli uses the same
 # config, so its compiled programs are reused within one pytest process.
@@ -33,7 +33,7 @@ def _assert_trees_equal(a, b):
 
 def test_segmented_run_matches_one_shot():
     """Same key, same program pieces: the segmented run equals jit(make_train)."""
-    result = run_training(CONFIG, seed=3, num_segments=SEGMENTS, progress=False)
+    result = train_from_config(CONFIG, seed=3, num_segments=SEGMENTS, progress=False)
     one_shot = jax.jit(make_train(CONFIG))(jax.random.key(3), CONFIG.hyperparams)
 
     assert set(result.metrics) == set(one_shot.metrics)
@@ -58,7 +58,7 @@ def test_interrupt_keeps_what_was_collected(tmp_path):
         if len(calls) == 2:
             raise KeyboardInterrupt
 
-    result = run_training(
+    result = train_from_config(
         CONFIG,
         seed=0,
         out_dir=tmp_path,
@@ -95,7 +95,7 @@ def test_ctrl_c_stops_after_the_running_segment(default_sigint):
             os.kill(os.getpid(), signal.SIGINT)
 
     before = signal.getsignal(signal.SIGINT)
-    result = run_training(
+    result = train_from_config(
         CONFIG, seed=0, num_segments=SEGMENTS, progress=False, on_segment=press_ctrl_c
     )
     assert result.interrupted
@@ -106,4 +106,4 @@ def test_ctrl_c_stops_after_the_running_segment(default_sigint):
 
 def test_unknown_hyperparameter_is_rejected():
     with pytest.raises(ValueError, match="unknown hyperparameters"):
-        run_training(CONFIG, hyperparams={"lr": 1e-3}, progress=False)
+        train_from_config(CONFIG, hyperparams={"lr": 1e-3}, progress=False)

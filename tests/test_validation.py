@@ -7,7 +7,7 @@ from ondevice_rl import make
 from ondevice_rl.train import get_algorithm
 from ondevice_rl.train.cli import main
 from ondevice_rl.train.run.checks import RunArgError
-from ondevice_rl.train.run.runner import run_training
+from ondevice_rl.train.run.runner import train_from_config
 from ondevice_rl.train.services.programs import PROGRAMS
 
 TRAIN = [
@@ -108,9 +108,9 @@ def test_configs_validate_on_construction_for_every_learner():
 def test_python_api_checks_seed_and_env_params():
     config = get_algorithm("ppo").config(total_timesteps=512)
     with pytest.raises(ValueError, match=r"seed must be in \[0, 2\^32\)"):
-        run_training(config, seed=2**32, progress=False)
+        train_from_config(config, seed=2**32, progress=False)
     with pytest.raises(ValueError, match="env param length=-1.0 is outside"):
-        run_training(config, env_params={"length": -1.0}, progress=False)
+        train_from_config(config, env_params={"length": -1.0}, progress=False)
     env, _ = make("CartPole-v1")
     assert env.check_params({"length": 1, "max_steps": 100.0}) == {
         "length": 1.0,
@@ -132,5 +132,5 @@ def test_python_api_checks_run_arguments_before_compiling(kwargs, message):
     config = get_algorithm("ppo").config(total_timesteps=512)
     compiles = PROGRAMS.compiles
     with pytest.raises(RunArgError, match=message):
-        run_training(config, progress=False, **kwargs)
+        train_from_config(config, progress=False, **kwargs)
     assert PROGRAMS.compiles == compiles

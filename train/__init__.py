@@ -7,9 +7,10 @@ The package face (everything here is imported on first use):
   ``make_trainer``, ``make_train``);
 * ``load_recipe(name_or_path)`` the config a shipped recipe (or a TOML file)
   describes;
-* ``run_training(config, ...)`` trains a config in compiled segments, with
-  a run directory when ``out_dir`` is given; ``resume_training(out_dir)``
-  continues one from its latest checkpoint.
+* ``train_from_config(config, ...)`` trains a config in compiled segments,
+  with a run directory when ``out_dir`` is given; ``resume_training(out_dir)``
+  continues one from its latest checkpoint. (``ondevice_rl.run_training``
+  is the same from keywords, as the ``ondevice-rl train`` command.)
 
 Rooms: ``kit`` (the learner protocol, registry and shared learner pieces),
 one package per learner (``ppo``, ``a2c``, ``dqn``, ``pqn``), ``run`` (one
@@ -24,7 +25,7 @@ _FACE = {
     "algorithms": "ondevice_rl.train.kit.registry",
     "get_algorithm": "ondevice_rl.train.kit.registry",
     "load_recipe": "ondevice_rl.train.recipes.loader",
-    "run_training": "ondevice_rl.train.run.runner",
+    "train_from_config": "ondevice_rl.train.run.runner",
     "resume_training": "ondevice_rl.train.run.runner",
 }
 

@@ -2,15 +2,15 @@
 
 ``train`` builds the chosen algorithm's config (``--algo``, default PPO, or
 the recipe's) from a recipe (optional) overridden by flags, one flag per
-config field, and runs it with ``run_training``, which checks the run's
-arguments (its errors name the flags: ``RUN_FLAGS``). JAX's
-persistent compilation cache is switched on here, not on library import:
-``~/.cache/ondevice_rl/jax`` unless ``ONDEVICE_RL_CACHE_DIR`` says otherwise
-(``off`` disables it).
+config field, as ``ondevice_rl.run_training`` does (``train/run/entry.py``),
+and runs it with ``train_from_config``, which checks the run's arguments
+(its errors name the flags: ``RUN_FLAGS``). Without ``--out`` the run gets a
+new directory under ``runs/``. JAX's persistent compilation cache is
+switched on here, not on library import (``--no-compile-cache`` leaves it
+off; ``train/services/compile_cache.py``).
 """
 
 import dataclasses
-import os
 import sys
 from pathlib import Path
 
@@ -32,44 +32,27 @@ from ondevice_rl.train.run.artifacts import (
 from ondevice_rl.train.run.checks import (
     CHECKPOINT_SECONDS,
     DEFAULT_EVAL_EPISODES,
+    DEFAULT_LOG_ROWS,
     DEFAULT_SEGMENTS,
     SEED_RANGE,
-    RunArgError,
+    Worded,
 )
+from ondevice_rl.train.services.compile_cache import CACHE_ENV, compilation_cache_dir
 
-#: ``run_training``'s checked arguments as this command's flags.
-RUN_FLAGS = {
-    "seed": "--seed",
-    "num_segments": "--segments",
-    "checkpoint_every": "--checkpoint-every",
-    "eval_every": "--eval-every",
-    "eval_episodes": "--eval-episodes",
-}
+#: The run's arguments as this command's flags, where not ``--`` + the
+#: keyword with dashes.
+RUN_FLAGS = {"num_segments": "--segments", "out_dir": "--out"}
 RUN_FILES = (CONFIG_FILE, METRICS_FILE, CURVE_FILE, f"{CHECKPOINT_DIR}/")
-CACHE_ENV = "ONDEVICE_RL_CACHE_DIR"
-_OFF = ("", "0", "off", "none", "false")
 
 
-def compilation_cache_dir() -> Path | None:
-    """Where compiled programs are cached: ``$ONDEVICE_RL_CACHE_DIR`` (None if
-    it is ``off``), else ``$XDG_CACHE_HOME/ondevice_rl/jax`` or
-    ``~/.cache/ondevice_rl/jax``."""
-    value = os.environ.get(CACHE_ENV)
-    if value is not None:
-        return None if value.strip().lower() in _OFF else Path(value).expanduser()
-    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    return Path(base) / "ondevice_rl" / "jax"
+class _Flags(dict):
+    def __missing__(self, key: str) -> str:
+        return "--" + key.replace("_", "-")
 
 
-def enable_compilation_cache() -> Path | None:
-    """Points JAX's persistent compilation cache at ``compilation_cache_dir()``."""
-    path = compilation_cache_dir()
-    if path is not None:
-        import jax
-
-        path.mkdir(parents=True, exist_ok=True)
-        jax.config.update("jax_compilation_cache_dir", str(path))
-    return path
+def worded(error: Exception) -> object:
+    """``error``'s message naming this command's flags."""
+    return error.worded(_Flags(RUN_FLAGS)) if isinstance(error, Worded) else error
 
 
 def _known(algo: str) -> str:
@@ -93,8 +76,9 @@ def add_subcommands(subparsers, algo: str = DEFAULT) -> None:
     train.add_argument(
         "--out",
         type=Path,
-        help=f"directory for {', '.join(RUN_FILES)} (refused if it holds an "
-        "earlier run, unless --resume or --force)",
+        help=f"directory for {', '.join(RUN_FILES)} (default: a new "
+        "runs/ENV-ALGO-sSEED-YYYYmmdd-HHMMSS; refused if it holds an earlier "
+        "run, unless --resume or --force)",
     )
     train.add_argument(
         "--resume",
@@ -138,32 +122,47 @@ def add_subcommands(subparsers, algo: str = DEFAULT) -> None:
         metavar="K",
         help=f"episodes per evaluation (default {DEFAULT_EVAL_EPISODES})",
     )
+    train.add_argument(
+        "--log-every",
+        type=int_arg,
+        metavar="N",
+        help="updates per metrics row: means over the N updates, reduced on "
+        "the device (default: 1, 2, 5, 10, 20, ..., the least that keeps the "
+        f"run within {DEFAULT_LOG_ROWS} rows)",
+    )
+    cache = compilation_cache_dir()
+    where = f"in {cache}" if cache else f"off: {CACHE_ENV}=off"
+    train.add_argument(
+        "--no-compile-cache",
+        action="store_true",
+        help="compile without JAX's persistent compilation cache (default: on, "
+        f"{where}; {CACHE_ENV}=DIR moves it)",
+    )
+    train.add_argument(
+        "--wandb",
+        metavar="PROJECT",
+        help="also log the run's config and metrics to this Weights & Biases "
+        "project (pip install 'ondevice_rl[wandb]'; WANDB_MODE=offline to "
+        "sync later)",
+    )
     add_config_flags(train, get_algorithm(_known(algo)))
     train.set_defaults(func=_train)
     one_line_errors(train)
 
 
+def _config_fields(args) -> dict:
+    """The config fields given as flags."""
+    names = [f.name for f in dataclasses.fields(get_algorithm(args.algo).config)]
+    return {k: getattr(args, k) for k in names if getattr(args, k, None) is not None}
+
+
 def _build_config(args):
     """The chosen algorithm's config: recipe values, then flags. Raises
     ValueError/KeyError/FileNotFoundError with one-line messages (the env
-    itself is checked by ``run_training``)."""
-    from ondevice_rl.train.recipes.loader import config_from_dict, load_recipe
+    itself is checked by ``train_from_config``)."""
+    from ondevice_rl.train.run.entry import build_config
 
-    algorithm = get_algorithm(args.algo)
-    names = [f.name for f in dataclasses.fields(algorithm.config)]
-    overrides = {
-        k: getattr(args, k) for k in names if getattr(args, k, None) is not None
-    }
-    base = {}
-    if args.recipe is not None:
-        recipe = load_recipe(args.recipe)
-        if type(recipe) is not algorithm.config:
-            raise ValueError(
-                f"recipe {args.recipe} is for {type(recipe).__name__}, not "
-                f"--algo {algorithm.name}"
-            )
-        base = recipe.to_dict()
-    return config_from_dict({**base, **overrides}, algorithm, where="config")
+    return build_config(args.algo, args.recipe, _config_fields(args), "config")
 
 
 def _plain(value):
@@ -191,9 +190,13 @@ def _resume_flags(args) -> dict:
         raise ValueError(f"--seed {args.seed} differs from the run's ({spec.seed})")
     if args.segments is not None:
         raise ValueError("--segments cannot change on --resume")
+    if args.wandb is not None:
+        raise ValueError("--wandb cannot change on --resume (a run logging to "
+                         "W&B goes on logging there)")  # fmt: skip
     for flag, value, stored in (
         ("--eval-every", args.eval_every, spec.eval_every),
         ("--eval-episodes", args.eval_episodes, spec.eval_episodes),
+        ("--log-every", args.log_every, spec.log_every),
     ):
         if value is not None and value != stored:
             raise ValueError(f"{flag} {value} differs from the run's ({stored})")
@@ -213,13 +216,22 @@ def _resume_flags(args) -> dict:
 
 def _train(args) -> int:
     from ondevice_rl.train.run.artifacts import RunDirError
+    from ondevice_rl.train.run.entry import NEW_RUN_DIR, prepare_run, removed_if_empty
     from ondevice_rl.train.run.runner import (
         RunWriteError,
         resume_training,
-        run_training,
+        train_from_config,
     )
+    from ondevice_rl.train.services.compile_cache import use_compilation_cache
 
+    out, created = None, False
     try:
+        run_args = dict(
+            checkpoint_every=args.checkpoint_every,
+            eval_every=args.eval_every,
+            eval_episodes=args.eval_episodes,
+            log_every=args.log_every,
+        )
         if args.resume is not None:
             kwargs = _resume_flags(args)
             run = lambda: resume_training(  # noqa: E731
@@ -229,24 +241,36 @@ def _train(args) -> int:
                 **kwargs,
             )
         else:
-            config = _build_config(args)
-            run = lambda: run_training(  # noqa: E731
+            seed = 0 if args.seed is None else args.seed
+            config, out, created = prepare_run(
+                algo=args.algo,
+                recipe=args.recipe,
+                fields=_config_fields(args),
+                seed=seed,
+                out=NEW_RUN_DIR if args.out is None else args.out,
+                where="config",
+                num_segments=args.segments,
+                **run_args,
+            )
+            run = lambda: train_from_config(  # noqa: E731
                 config,
-                seed=0 if args.seed is None else args.seed,
-                out_dir=args.out,
+                seed=seed,
+                out_dir=out,
                 num_segments=args.segments,
                 progress=not args.no_progress,
-                checkpoint_every=args.checkpoint_every,
                 force=args.force,
-                eval_every=args.eval_every,
-                eval_episodes=args.eval_episodes,
+                wandb=args.wandb,
+                **run_args,
             )
-        cache = enable_compilation_cache()
-        result = run()
+        cache = use_compilation_cache(not args.no_compile_cache)
+        if created:
+            print(f"run directory: {out}", flush=True)
+        with removed_if_empty(out, created):
+            result = run()
     except (ValueError, KeyError, FileNotFoundError, RunDirError) as e:
         if args.debug:
             raise
-        return fail("train", e.worded(RUN_FLAGS) if isinstance(e, RunArgError) else e)
+        return fail("train", worded(e))
     except OSError as e:  # RunWriteError: a failed write stopped the run
         if args.debug:
             raise
@@ -263,7 +287,7 @@ def _report(args, result, cache) -> int:
     from ondevice_rl.train.services.interrupt import EXIT_STATUS
 
     config = result.config
-    updates = len(result.metrics.get("episode_return", []))
+    updates = result.env_steps // config.steps_per_update
     status = (
         "stopped (non-finite values)"
         if result.nonfinite
@@ -288,7 +312,8 @@ def _report(args, result, cache) -> int:
     evals = result.metrics.get("eval_return")
     if evals is not None and np.isfinite(evals).any():
         at = int(np.flatnonzero(np.isfinite(evals))[-1])
-        print(f"  eval return   {evals[at]:8.2f}   (deterministic, update {at + 1})")
+        update = result.updates[at]
+        print(f"  eval return   {evals[at]:8.2f}   (deterministic, update {update})")
     if result.out_dir is not None:
         print(f"  files         {result.out_dir}/ ({', '.join(RUN_FILES)})")
     where = result.out_dir

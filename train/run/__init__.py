@@ -1,4 +1,5 @@
-"""One run of a config in compiled segments: ``runner`` (``run_training``,
+"""One run of a config in compiled segments: ``entry`` (``run_training``
+from keywords, as the CLI), ``runner`` (``train_from_config``,
 ``resume_training``) checks its arguments (``checks``, ``run_spec``), locks
 its directory (``lock``), finds where a resume starts (``recovery``), plans
 the segments (``plan``), compiles and runs them (``segments``) and keeps its

@@ -6,8 +6,9 @@ Every file is read back through a validating reader (``read_json``,
 ``read_metrics``; ``config.json`` by ``RunSpec.load``): a damaged file is a
 one-line ``RunDirError`` naming it, never a traceback.
 
-Metrics are host arrays ``name -> [U]`` (one value per update, ``U`` updates
-completed); update ``i`` (1-based) ends at ``i * steps_per_update`` env steps.
+Metrics are host arrays ``name -> [R]``, one row per ``log_every`` updates
+(``ondevice_rl.metrics.log_rows``), each keyed by the (1-based) last update it
+covers; update ``i`` ends at ``i * steps_per_update`` env steps.
 ``metrics.jsonl`` rows are keyed by their ``update`` field, not their line.
 """
 
@@ -21,6 +22,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from ondevice_rl.train.run.checks import Worded, literal
 
 CONFIG_FILE = "config.json"
 METRICS_FILE = "metrics.jsonl"
@@ -41,6 +44,11 @@ def finite_or_none(x: float) -> float | None:
 
 class RunDirError(ValueError):
     """An output directory that cannot be used (one-line message)."""
+
+
+class RunDirArgError(Worded, RunDirError):
+    """A ``RunDirError`` naming the argument that gave the directory
+    (``{out_dir}``, ``{resume}``, ``{force}`` in its template)."""
 
 
 def _strict(value: Any) -> Any:
@@ -87,28 +95,37 @@ def read_json(path: Path) -> dict:
 
 
 def metric_rows(
-    metrics: dict[str, np.ndarray], steps_per_update: int, first_update: int = 0
+    metrics: dict[str, np.ndarray],
+    steps_per_update: int,
+    first_update: int = 0,
+    updates: np.ndarray | None = None,
 ) -> list[str]:
-    """One JSON line per update: ``update`` (1-based), ``env_steps``, then
-    every metric (``episode_return`` first), null where non-finite."""
+    """One JSON line per row: ``update`` (the row's last, 1-based: ``updates``,
+    or ``first_update + 1, + 2, ...``), ``env_steps``, then every metric
+    (``episode_return`` first), null where non-finite."""
     names = sorted(metrics, key=lambda k: (k != "episode_return", k))
-    count = len(metrics["episode_return"])
+    columns = [(k, np.asarray(metrics[k], np.float64).tolist()) for k in names]
+    if updates is None:
+        updates = first_update + 1 + np.arange(len(metrics["episode_return"]))
     lines = []
-    for i in range(count):
-        update = first_update + i + 1
+    for i, update in enumerate(np.asarray(updates).tolist()):
         row = {"update": update, "env_steps": update * steps_per_update}
-        row.update({k: finite_or_none(float(metrics[k][i])) for k in names})
+        row.update({k: finite_or_none(values[i]) for k, values in columns})
         lines.append(json.dumps(row, allow_nan=False) + "\n")
     return lines
 
 
 def append_metrics(
-    path: Path, metrics: dict[str, np.ndarray], steps_per_update: int, done: int
+    path: Path,
+    metrics: dict[str, np.ndarray],
+    steps_per_update: int,
+    done: int,
+    updates: np.ndarray | None = None,
 ) -> None:
-    """Appends the rows of updates ``done+1 ...`` in one write, flushed and
-    synced: the file only ever ends with whole lines (a kill mid-write at
-    most loses this segment's rows, which a resume recomputes)."""
-    text = "".join(metric_rows(metrics, steps_per_update, done))
+    """Appends the rows after update ``done`` (``metric_rows``) in one write,
+    flushed and synced: the file only ever ends with whole lines (a kill
+    mid-write at most loses this segment's rows, which a resume recomputes)."""
+    text = "".join(metric_rows(metrics, steps_per_update, done, updates))
     with path.open("a") as f:
         f.write(text)
         f.flush()
@@ -167,12 +184,14 @@ def read_metrics(
 def truncate_metrics(path: Path, updates: int) -> list[dict]:
     """Keeps the rows of updates ``1..updates`` of ``metrics.jsonl``
     (resuming from that checkpoint: later rows are replaced); returns them.
-    ``RunDirError`` if a bad line or a missing update stands in the way."""
+    ``RunDirError`` if a bad line stands in the way, or the rows do not end
+    at ``updates``."""
     rows = read_metrics(path) if path.exists() else []
     rows = [r for r in rows if r["update"] <= updates]
-    if [r["update"] for r in rows] != list(range(1, updates + 1)):
+    last = rows[-1]["update"] if rows else 0
+    if last != updates:
         raise RunDirError(
-            f"{path} holds {len(rows)} of the {updates} updates before the "
+            f"{path} ends at update {last}, not at the update {updates} of the "
             "checkpoint it resumes from"
         )
     text = "".join(json.dumps(r, allow_nan=False) + "\n" for r in rows)
@@ -194,18 +213,22 @@ def rows_to_metrics(rows: list[dict]) -> dict[str, np.ndarray]:
 def prepare_run_dir(out: Path, resume: bool = False, force: bool = False) -> None:
     """Checks ``out`` before anything compiles: a directory we can write to;
     an earlier run there only with ``resume`` (continue it) or ``force``
-    (replace it). Raises ``RunDirError``."""
+    (replace it). Raises ``RunDirError`` (``RunDirArgError`` naming the
+    argument: ``{out_dir}``, ``{resume}``, ``{force}``)."""
+    name = "{resume}" if resume else "{out_dir}"
     if out.exists() and not out.is_dir():
-        raise RunDirError(f"--out {out} is a file, not a directory")
+        raise RunDirArgError(f"{name} {literal(out)} is a file, not a directory")
     earlier = out.is_dir() and any(p.name != LOCK_FILE for p in out.iterdir())
     if resume:
         if not (out / CONFIG_FILE).is_file():
-            raise RunDirError(f"--resume {out}: no {CONFIG_FILE} there, not a run")
+            raise RunDirArgError(
+                f"{name} {literal(out)}: no {CONFIG_FILE} there, not a run"
+            )
     elif earlier:
         if not force:
-            raise RunDirError(
-                f"--out {out} holds an earlier run; --resume continues it, "
-                "--force replaces it"
+            raise RunDirArgError(
+                f"{name} {literal(out)} holds an earlier run; {{resume}} "
+                "continues it, {force} replaces it"
             )
         for path in out.iterdir():  # the lock (if this process holds it) stays
             if path.name == LOCK_FILE:
@@ -220,19 +243,25 @@ def prepare_run_dir(out: Path, resume: bool = False, force: bool = False) -> Non
         probe.write_text("")
         probe.unlink()
     except OSError as e:
-        raise RunDirError(f"--out {out}: cannot write there ({e.strerror})") from None
+        raise RunDirArgError(
+            f"{name} {literal(out)}: cannot write there ({literal(e.strerror)})"
+        ) from None
 
 
 def plot_curve(
-    path: Path, metrics: dict[str, np.ndarray], steps_per_update: int, title: str
+    path: Path, metrics: dict[str, np.ndarray], steps: np.ndarray, title: str
 ) -> Path:
-    """Episode return (per update, and a moving average) against env steps;
-    ``eval_return`` too, where finite (periodic deterministic evaluation)."""
+    """Episode return (per row, and a moving average) against ``steps``
+    (``[R]`` env steps of the rows); ``eval_return`` too, where finite
+    (periodic deterministic evaluation)."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
     returns = np.asarray(metrics.get("episode_return", []), np.float64)
-    steps = env_steps_axis(len(returns), steps_per_update)
+    finite = np.isfinite(returns)  # rows where no episode finished: NaN
+    evals = np.asarray(metrics.get("eval_return", []), np.float64)
+    all_steps = np.asarray(steps)
+    steps, returns = all_steps[finite], returns[finite]
     fig = Figure(figsize=(6.4, 4.0), dpi=100)
     FigureCanvasAgg(fig)
     ax = fig.add_subplot()
@@ -255,11 +284,10 @@ def plot_curve(
                 lw=2,
                 label=f"mean of {window}",
             )
-        evals = np.asarray(metrics.get("eval_return", []), np.float64)
         at = np.flatnonzero(np.isfinite(evals))
         if len(at):
             ax.plot(
-                steps[at],
+                all_steps[at],
                 evals[at],
                 "o-",
                 color="tab:orange",

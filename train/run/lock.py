@@ -16,7 +16,8 @@ import socket
 import sys
 from pathlib import Path
 
-from ondevice_rl.train.run.artifacts import LOCK_FILE, RunDirError
+from ondevice_rl.train.run.artifacts import LOCK_FILE, RunDirArgError, RunDirError
+from ondevice_rl.train.run.checks import literal
 
 
 class DirInUse(RunDirError):
@@ -26,7 +27,8 @@ class DirInUse(RunDirError):
 class DirLock:
     """``with DirLock(directory):`` (or ``acquire``/``release``): the lock,
     taken at once or refused (``DirInUse``); ``directory`` is created if
-    missing (``RunDirError`` if that fails, naming it as ``flag`` does)."""
+    missing (``RunDirArgError`` if that fails, naming it as ``flag`` does: a
+    flag, or an argument's ``{keyword}`` field)."""
 
     def __init__(self, directory: str | Path, flag: str = "--out"):
         self.directory = Path(directory)
@@ -35,16 +37,15 @@ class DirLock:
 
     def acquire(self) -> "DirLock":
         path = self.directory / LOCK_FILE
+        where = f"{self.flag} {literal(self.directory)}"
         if self.directory.exists() and not self.directory.is_dir():
-            raise RunDirError(
-                f"{self.flag} {self.directory} is a file, not a directory"
-            )
+            raise RunDirArgError(f"{where} is a file, not a directory")
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
             fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         except OSError as e:
-            raise RunDirError(
-                f"{self.flag} {self.directory}: cannot write there ({e.strerror})"
+            raise RunDirArgError(
+                f"{where}: cannot write there ({literal(e.strerror)})"
             ) from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)

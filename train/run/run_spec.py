@@ -2,9 +2,10 @@
 (``RunSpec``), and what a run returns (``RunResult``).
 
 ``RunSpec`` holds the learner's config, its traced hyperparameters, the seed,
-env param overrides, the segment length and the periodic evaluation settings:
-enough to rebuild the exact program and continue the run from a checkpoint
-(``resume_training``). ``RunSpec.create`` checks a new run's arguments.
+env param overrides, the segment length, the periodic evaluation settings and
+the log interval: enough to rebuild the exact program and continue the run
+from a checkpoint (``resume_training``). ``RunSpec.create`` checks a new
+run's arguments.
 """
 
 from collections.abc import Mapping
@@ -22,7 +23,9 @@ from ondevice_rl.train.run.checks import (
     DEFAULT_SEGMENTS,
     SEED_BOUND,
     SEED_RANGE,
+    RunArgError,
     check_run_args,
+    default_log_every,
 )
 
 _MISSING = object()
@@ -69,6 +72,7 @@ class RunSpec(NamedTuple):
     segment_length: int
     eval_every: int | None = None  # evaluate after every N-th update (None: never)
     eval_episodes: int = DEFAULT_EVAL_EPISODES  # deterministic episodes each time
+    log_every: int = 1  # a metrics row per this many updates
 
     @classmethod
     def create(
@@ -81,8 +85,9 @@ class RunSpec(NamedTuple):
         num_segments: int | None = None,
         eval_every: int | None = None,
         eval_episodes: int | None = None,
+        log_every: int | None = None,
     ) -> "RunSpec":
-        """A new run of ``config`` (``run_training``'s arguments), checked
+        """A new run of ``config`` (``train_from_config``'s arguments), checked
         before anything compiles: one-line ``ValueError`` for a bad argument,
         hyperparameter or env param, or an action space the learner cannot
         use; ``KeyError`` for an unknown env."""
@@ -91,6 +96,7 @@ class RunSpec(NamedTuple):
             num_segments=num_segments,
             eval_every=eval_every,
             eval_episodes=eval_episodes,
+            log_every=log_every,
         )
         hp = _as_hyperparams(config, hyperparams)
         env = trainer_for(config).env.unwrapped  # builds the env, once per config
@@ -106,6 +112,7 @@ class RunSpec(NamedTuple):
             -(-updates // segments),  # at most `segments` segments
             eval_every,
             DEFAULT_EVAL_EPISODES if eval_episodes is None else int(eval_episodes),
+            default_log_every(updates) if log_every is None else int(log_every),
         )
 
     @classmethod
@@ -137,6 +144,7 @@ class RunSpec(NamedTuple):
             "segment_length": self.segment_length,
             "eval_every": self.eval_every,
             "eval_episodes": self.eval_episodes,
+            "log_every": self.log_every,
             "jax": {
                 "version": jax.__version__,
                 "backend": jax.default_backend(),
@@ -187,6 +195,7 @@ class RunSpec(NamedTuple):
         eval_episodes = field(
             "eval_episodes", int, positive, _positive, DEFAULT_EVAL_EPISODES
         )
+        log_every = field("log_every", int, positive, _positive, 1)
         try:
             config = config_from_dict(values, algorithm, where=str(path))
             unknown = sorted(set(hp) - set(config.HYPERPARAMS._fields))
@@ -209,13 +218,14 @@ class RunSpec(NamedTuple):
             segment_length,
             eval_every,
             eval_episodes,
+            log_every,
         )
 
     def extended(self, total_timesteps: int) -> "RunSpec":
         """The same run with a larger ``total_timesteps``."""
         if total_timesteps < self.config.total_timesteps:
-            raise ValueError(
-                f"--total-timesteps {total_timesteps} would shorten the run "
+            raise RunArgError(
+                f"{{total_timesteps}} {total_timesteps} would shorten the run "
                 f"({self.config.total_timesteps}); only extending is allowed"
             )
         return self._replace(
@@ -224,17 +234,20 @@ class RunSpec(NamedTuple):
 
 
 class RunResult(NamedTuple):
-    """What ``run_training`` / ``resume_training`` return.
+    """What ``train_from_config``, ``resume_training`` and
+    ``ondevice_rl.run_training`` return; its ``repr`` is a short summary.
 
     Attributes:
-        metrics: name -> ``[U]`` float32 host array, one value per completed
-            update (earlier ones included when resumed).
-        final_return: ``ondevice_rl.metrics.final_return`` of the
-            ``episode_return`` curve (NaN if no update completed).
+        metrics: name -> ``[R]`` float32 host array, one row per
+            ``log_every`` updates (``ondevice_rl.metrics.log_rows``; earlier
+            ones included when resumed).
+        final_return: ``ondevice_rl.metrics.final_return`` of the last
+            updates' own ``episode_return`` values (not of the rows; NaN if
+            no update completed).
         compile_s: seconds spent compiling (0 for cached programs).
         run_s: seconds spent running this call's segments.
         sps: env steps per second over ``run_s``.
-        env_steps: env steps done in all (``U * config.steps_per_update``).
+        env_steps: env steps done in all (``updates * config.steps_per_update``).
         out_dir: where files were written, or None.
         state: the final train state (on device).
         interrupted: stopped early by Ctrl-C or SIGTERM.
@@ -244,6 +257,8 @@ class RunResult(NamedTuple):
         resumed_from: the update the run continued from (0: a fresh run).
         checkpoint: the update of the last checkpoint written, or None.
         config: the run's config (the stored one when resumed).
+        updates: ``[R]`` int64, the last update each row covers (1-based).
+        write_s: seconds of ``run_s`` spent writing rows (files, loggers).
     """
 
     metrics: dict[str, np.ndarray]
@@ -260,3 +275,26 @@ class RunResult(NamedTuple):
     resumed_from: int = 0
     checkpoint: int | None = None
     config: Any = None
+    updates: np.ndarray | None = None
+    write_s: float = 0.0
+
+    def __repr__(self) -> str:
+        config = self.config
+        what = f"{config.env} {algorithm_of(config).name}" if config else "run"
+        status = (
+            "stopped: " + self.nonfinite
+            if self.nonfinite
+            else "interrupted"
+            if self.interrupted
+            else "finished"
+        )
+        rows = len(self.updates) if self.updates is not None else 0
+        return (
+            f"RunResult({what}, {status}\n"
+            f"  out_dir={str(self.out_dir) if self.out_dir else None!r}\n"
+            f"  final_return={self.final_return:.2f}, "
+            f"env_steps={self.env_steps:,}\n"
+            f"  compile_s={self.compile_s:.1f}, run_s={self.run_s:.1f}, "
+            f"sps={self.sps:,.0f}\n"
+            f"  metrics: {len(self.metrics)} x {rows} rows; .state: the train state)"
+        )

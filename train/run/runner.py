@@ -3,13 +3,17 @@ segments, the state left on the device, nothing lost on the way.
 
 A run reads top to bottom: check the arguments once (``RunSpec.create``,
 ``train/run/checks.py``) → plan the segments once (``train/run/plan.py``) →
-compile (``train/run/segments.py``) → loop: run a segment, write its rows,
-checkpoint when due → finish: summary, curve. Between segments the host
-fetches the segment's metrics (a few floats per update), appends them to
-``metrics.jsonl`` and TensorBoard's event files (``train/run/run_files.py``)
-and moves the progress bar. Nothing calls back to the host inside the
-compiled code.
+compile (``train/run/segments.py``) → loop (``train/run/loop.py``): run a
+segment, write its rows, checkpoint when due → finish: summary, curve.
+Between segments the host fetches the segment's rows (one per ``log_every``
+updates, reduced in the program), appends them to ``metrics.jsonl``,
+TensorBoard's event files and any W&B run (``train/run/run_files.py``) and
+moves the progress bar (without a terminal, prints a progress line). Nothing
+calls back to the host inside the compiled code.
 
+* Segment length: when a segment takes more than ``loop.SEGMENT_SECONDS``
+  (and ``num_segments`` was not given), the rest of the run is re-planned
+  with shorter segments (``plan.shorter_length``).
 * Checkpoints (orbax, the whole train state: params, optimiser state, env
   states, PRNG keys, any replay buffer, the update counter): every
   ``checkpoint_every`` updates, or by default at the first segment boundary
@@ -24,8 +28,8 @@ compiled code.
   from the newest checkpoint that verifies, newer ones moved aside; a failed
   write stops the run in one line (``RunWriteError``).
 * NaN guard: every segment also returns whether all parameters are still
-  finite; with the per-update losses this names the first bad update and
-  metric. The run then stops without checkpointing the bad state.
+  finite and where each metric first was not; this names the first bad
+  update and metric. The run then stops without checkpointing the bad state.
 * Periodic evaluation (``eval_every=N``): inside the segment programs, after
   every N-th update, ``eval_episodes`` deterministic episodes of the current
   policy; their mean return is the metric ``eval_return`` (NaN, written
@@ -33,40 +37,36 @@ compiled code.
 """
 
 import contextlib
-import dataclasses
-import math
-import signal
-import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import jax
-import numpy as np
-
 from ondevice_rl.checkpoint import Checkpoints
-from ondevice_rl.metrics import final_return
 from ondevice_rl.train.kit.registry import algorithm_of
 from ondevice_rl.train.run import artifacts, recovery
-from ondevice_rl.train.run.checks import CHECKPOINT_SECONDS, check_run_args
+from ondevice_rl.train.run.checks import check_run_args
 from ondevice_rl.train.run.lock import DirLock
-from ondevice_rl.train.run.plan import Segment, plan_segments
+from ondevice_rl.train.run.loop import (
+    Options,
+    Run,
+    SegmentCallback,
+    compile_run,
+    plan,
+    run_segments,
+)
 from ondevice_rl.train.run.recovery import RunWriteError
+from ondevice_rl.train.run.rows import RowLog
 from ondevice_rl.train.run.run_files import RunFiles, summary
 from ondevice_rl.train.run.run_spec import RunResult, RunSpec
-from ondevice_rl.train.run.segments import EVAL_METRIC, Evaluation, compile_programs
 from ondevice_rl.train.services.interrupt import stop_at_boundary
 from ondevice_rl.train.services.memory import check_fits
 from ondevice_rl.train.services.progress import ProgressBar
+from ondevice_rl.train.services.wandb_log import WandbLog
 
 KEEP_CHECKPOINTS = 3
 STOP_MESSAGE = "stopping after this segment (again to stop now)"
 
-#: ``on_segment(updates_done, env_steps, latest_episode_return)``.
-SegmentCallback = Callable[[int, int, float], None]
 
-
-def run_training(
+def train_from_config(
     config: Any,
     *,
     seed: int = 0,
@@ -80,6 +80,8 @@ def run_training(
     force: bool = False,
     eval_every: int | None = None,
     eval_episodes: int | None = None,
+    log_every: int | None = None,
+    wandb: str | None = None,
 ) -> RunResult:
     """Trains ``config`` (any registered learner's) from
     ``jax.random.key(seed)``: the same numbers as ``jax.jit(make_train(config))
@@ -87,7 +89,8 @@ def run_training(
 
     Args:
         seed: in ``[0, 2^32)``.
-        num_segments: how many segments to cut the run into (default 20).
+        num_segments: how many segments to cut the run into (default 20,
+            then shorter ones if a segment takes over ``SEGMENT_SECONDS``).
         hyperparams: the learner's ``Hyperparams`` or a mapping overriding
             some of ``config``'s defaults.
         env_params: the env's params (default: its defaults).
@@ -104,6 +107,10 @@ def run_training(
             inside the program (``metrics["eval_return"]``); None: never.
         eval_episodes: deterministic episodes per evaluation (default 10;
             only with ``eval_every``).
+        log_every: updates per metrics row (default: 1, 2, 5, 10, 20, ...,
+            the least that keeps the run within ``DEFAULT_LOG_ROWS`` rows).
+        wandb: a Weights & Biases project to log the run's config and rows
+            to (needs the ``wandb`` extra).
 
     Raises:
         ValueError: one line, before compiling: a bad argument
@@ -123,13 +130,15 @@ def run_training(
         num_segments=num_segments,
         eval_every=eval_every,
         eval_episodes=eval_episodes,
+        log_every=log_every,
     )
     check_fits(config)
     out = Path(out_dir) if out_dir is not None else None
-    with DirLock(out) if out is not None else contextlib.nullcontext():
+    options = Options(progress, on_segment, checkpoint_every, num_segments is None)
+    with DirLock(out, "{out_dir}") if out is not None else contextlib.nullcontext():
         if out is not None:
             artifacts.prepare_run_dir(out, force=force)
-        return _train(spec, out, False, progress, on_segment, checkpoint_every)
+        return _train(spec, out, False, options, WandbLog.opener(wandb))
 
 
 def resume_training(
@@ -141,55 +150,34 @@ def resume_training(
     checkpoint_every: int | None = None,
 ) -> RunResult:
     """Continues the run in ``out_dir`` from its newest checkpoint that
-    verifies, with the config, hyperparameters, seed and env params stored
-    there; ``total_timesteps`` may extend it (never shorten it).
+    verifies, with the config, hyperparameters, seed, env params and log
+    interval stored there (and into its W&B run, if it logged to one);
+    ``total_timesteps`` may extend it (never shorten it).
 
     Raises:
         RunDirError: one line, before compiling: not a run, a damaged
             ``config.json`` or ``metrics.jsonl``, checkpoints none of which
             verifies (nothing moved then), another process writing there.
-        RunWriteError: as ``run_training``.
+        RunWriteError: as ``train_from_config``.
     """
     check_run_args(checkpoint_every=checkpoint_every)
     out = Path(out_dir)
     spec = RunSpec.stored_in(out)
     if total_timesteps is not None:
         spec = spec.extended(total_timesteps)
-    with DirLock(out, "--resume"):
-        return _train(spec, out, True, progress, on_segment, checkpoint_every)
+    options = Options(progress, on_segment, checkpoint_every, True)
+    with DirLock(out, "{resume}"):
+        return _train(spec, out, True, options, WandbLog.resumer(out))
 
 
-@dataclasses.dataclass
-class _Run:
-    """One call's host-side bookkeeping, filled in as the run goes."""
-
-    spec: RunSpec
-    plan: list[Segment]  # the segments still to run
-    files: RunFiles
-    checkpoints: Checkpoints | None
-    bar: ProgressBar
-    done: int  # updates completed
-    resumed_from: int
-    programs: Any = None
-    state: Any = None
-    compile_s: float = 0.0
-    run_s: float = 0.0
-    chunks: list[dict[str, np.ndarray]] = dataclasses.field(default_factory=list)
-    saved: int | None = None  # the update of the last checkpoint written
-    stopped: int | None = None  # the signal that stopped the run
-    nonfinite: str | None = None
-    write_error: OSError | None = None  # a failed write that stopped the run
-    notices: list[str] = dataclasses.field(default_factory=list)
-
-
-def _train(spec, out, resume, progress, on_segment, checkpoint_every) -> RunResult:
+def _train(spec, out, resume, options: Options, open_wandb) -> RunResult:
     """Sets up, compiles, loops over the segments, finishes."""
     checkpoints = None
     if out is not None:
         checkpoints = Checkpoints(out / artifacts.CHECKPOINT_DIR, KEEP_CHECKPOINTS)
     with checkpoints or contextlib.nullcontext():
         try:
-            run = _setup(spec, out, checkpoints, resume, progress)
+            run = _setup(spec, out, checkpoints, resume, options.progress, open_wandb)
         except OSError as e:
             raise RunWriteError(
                 e.errno, f"cannot write {recovery.where(e, out)}"
@@ -198,123 +186,44 @@ def _train(spec, out, resume, progress, on_segment, checkpoint_every) -> RunResu
         with run.bar, stop_at_boundary(notify, STOP_MESSAGE) as stop:
             for line in run.notices:
                 notify(line)
-            _compile(run)
-            _loop(run, stop, on_segment, checkpoint_every)
+            compile_run(run)
+            run_segments(run, stop, options)
     return _finish(run)
 
 
-def _setup(spec, out, checkpoints, resume, progress) -> _Run:
+def _setup(spec, out, checkpoints, resume, progress, open_wandb) -> Run:
     """Plans the segments (from the newest verified checkpoint when
-    resuming, newer damaged ones moved aside) and opens the run's files and
-    progress bar; nothing compiled yet."""
+    resuming, newer damaged ones moved aside) and opens the run's files,
+    loggers and progress bar; nothing compiled yet."""
     config = spec.config
     done, skipped = recovery.resume_point(spec, checkpoints) if resume else (0, [])
     files = RunFiles(out, spec, done, resumed=resume)
     notices = [recovery.set_aside(checkpoints, skipped, files, done)] if skipped else []
-    plan = plan_segments(config.num_updates, spec.segment_length, spec.eval_every, done)
-    files.start([s.length for s in plan], done)
+    segments = plan(spec, done)
+    files.wandb = open_wandb(spec, files.info, out)
+    files.start([s.length for s in segments], done)
     label = f"{config.env} {algorithm_of(config).name}"
     steps = config.num_updates * config.steps_per_update
     bar = ProgressBar(steps, label, enabled=progress)
-    return _Run(spec, plan, files, checkpoints, bar, done, done, notices=notices)
-
-
-def _compile(run: _Run) -> None:
-    """Compiles (or takes from the cache) the plan's programs; the state
-    they start from, restored from the checkpoint when resuming."""
-    spec = run.spec
-    shapes = sorted({s.program for s in run.plan})
-    evaluation = None
-    if spec.eval_every is not None:
-        evaluation = Evaluation(spec.eval_every, spec.eval_episodes)
-    run.bar.log(f"compiling {len(shapes)} segment program(s)...")
-    key = jax.random.key(spec.seed)
-    run.programs, run.compile_s = compile_programs(
-        spec.config, key, spec.hyperparams, spec.env_params_tree(), shapes, evaluation
+    rows = RowLog(files.earlier, files.earlier_updates, files.earlier_tail)
+    return Run(
+        spec, segments, files, checkpoints, bar, done, done, rows, notices=notices
     )
-    run.bar.log(f"compiled in {run.compile_s:.1f} s")
-    run.state = run.programs.initial_state()
-    if run.done:
-        run.state = run.checkpoints.restore(run.done, run.state)
-        run.bar.log(f"resumed from update {run.done}")
 
 
-def _loop(run: _Run, stop, on_segment, checkpoint_every) -> None:
-    """Runs the planned segments; after each: its rows, the progress bar, a
-    checkpoint when due, ``on_segment``. Stops early on a stop request or a
-    non-finite value."""
-    per_update = run.spec.config.steps_per_update
-    start = last_save = time.perf_counter()
-    run.bar.update(run.done * per_update, math.nan, 0.0)
-    try:
-        for segment in run.plan:
-            if stop():
-                break
-            run.state, metrics, run.nonfinite = run.programs.run(run.state, segment)
-            _record(run, metrics, segment)
-            if run.nonfinite:
-                run.bar.log(f"stopping: {run.nonfinite}", True)
-                break
-            latest = float(metrics["episode_return"][-1])
-            run.bar.update(run.done * per_update, latest, time.perf_counter() - start)
-            if checkpoint_every:
-                due = run.done // checkpoint_every > segment.start // checkpoint_every
-            else:
-                due = time.perf_counter() - last_save >= CHECKPOINT_SECONDS
-            if due or run.done == run.spec.config.num_updates or stop():
-                _save(run)
-                last_save = time.perf_counter()
-            if on_segment is not None:
-                on_segment(run.done, run.done * per_update, latest)
-    except KeyboardInterrupt:
-        stop.signal = stop.signal or signal.SIGINT
-    except OSError as e:
-        run.write_error = e
-    run.stopped = stop.signal
-    if run.chunks and not (run.nonfinite or run.write_error) and run.saved != run.done:
-        try:
-            _save(run)  # stopped from on_segment
-        except OSError as e:
-            run.write_error = e
-    run.run_s = time.perf_counter() - start
-
-
-def _record(run: _Run, metrics: dict[str, np.ndarray], segment: Segment) -> None:
-    """A finished segment's ``[n]`` metrics: kept, written, evaluations told."""
-    run.chunks.append(metrics)
-    run.files.append(metrics, segment.start)
-    run.done = segment.start + segment.length
-    evals = metrics.get(EVAL_METRIC, [])
-    for i in np.flatnonzero(np.isfinite(evals)):
-        run.bar.log(f"update {segment.start + i + 1}: eval return {evals[i]:.2f}")
-
-
-def _save(run: _Run) -> None:
-    if run.checkpoints is not None:
-        recovery.save(run.checkpoints, run.done, run.state)
-        run.saved = run.done
-
-
-def _finish(run: _Run) -> RunResult:
-    """Every update's metrics (earlier ones too when resumed), the summary
-    in ``config.json``, the curve; the result."""
+def _finish(run: Run) -> RunResult:
+    """Every row (earlier ones too when resumed), the summary in
+    ``config.json``, the curve; the result."""
     config, per_update = run.spec.config, run.spec.config.steps_per_update
-    earlier = run.files.earlier
-    names = run.chunks[0] if run.chunks else earlier
-    empty = np.zeros(0, np.float32)
-    metrics = {
-        k: np.concatenate([earlier.get(k, empty)] + [c[k] for c in run.chunks])
-        for k in names
-    }
-    this_run = sum(len(c["episode_return"]) for c in run.chunks) * per_update
-    returns = metrics.get("episode_return", empty)
+    metrics, updates = run.rows.metrics(), run.rows.updates()
+    this_run = (run.done - run.resumed_from) * per_update
     result = RunResult(
         metrics=metrics,
-        final_return=final_return(returns),
+        final_return=run.rows.final_return(),
         compile_s=run.compile_s,
         run_s=run.run_s,
         sps=this_run / run.run_s if run.run_s > 0 else 0.0,
-        env_steps=len(returns) * per_update,
+        env_steps=run.done * per_update,
         out_dir=run.files.out,
         state=run.state,
         interrupted=run.stopped is not None,
@@ -323,12 +232,14 @@ def _finish(run: _Run) -> RunResult:
         resumed_from=run.resumed_from,
         checkpoint=run.saved,
         config=config,
+        updates=updates,
+        write_s=run.write_s,
     )
     failed, stopped = run.nonfinite or run.write_error, run.stopped
     status = "failed" if failed else "interrupted" if stopped else "finished"
     if run.write_error is None:
         try:
-            run.files.finish(metrics, **summary(result, status))
+            run.files.finish(metrics, updates, **summary(result, status))
             return result
         except OSError as e:
             run.write_error = e

@@ -2,12 +2,16 @@
 
 ``compile_programs`` gives ``Programs``: ``init(key, hp, env_params) ->
 state`` and, per segment shape ``(n, phase)`` (``train/run/plan.py``),
-``segment(state, hp, env_params[, start, eval_key]) -> (state, metrics [n],
-params_finite)``: ``n`` updates of the learner's ``run``, then whether every
-parameter is still finite (the NaN guard's in-program half; metrics carry
-the rest). ``Programs.run(state, segment)`` runs one segment and hands back
-its metrics on the host with the NaN guard's verdict. The state is donated
-from segment to segment. Programs come from the process's one cache
+``segment(state, hp, env_params[, start, eval_key]) -> (state, Logged)``:
+``n`` updates of the learner's ``run``, then, still inside the program, the
+per-update metrics reduced to one row per ``log_every`` updates
+(``ondevice_rl.metrics.log_rows``), the last ``FINAL_WINDOW`` per-update
+``episode_return`` values (the final return is computed from full-resolution
+values, not rows) and the NaN guard's in-program half: where each metric is
+first non-finite, and whether every parameter still is. Only that crosses
+to the host. ``Programs.run(state, segment)`` runs one segment and hands back
+its rows, the row updates, the tail and the NaN guard's verdict. The state is
+donated from segment to segment. Programs come from the process's one cache
 (``train/services/programs.py``), so a second run of the same config, or a
 resumed one, compiles nothing.
 
@@ -30,6 +34,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ondevice_rl.evaluation import evaluate
+from ondevice_rl.metrics import FINAL_WINDOW, log_rows, row_updates
 from ondevice_rl.train.kit.registry import trainer_for
 from ondevice_rl.train.kit.state import policy_params
 from ondevice_rl.train.run.plan import Segment, eval_updates
@@ -46,6 +51,24 @@ class Evaluation(NamedTuple):
     episodes: int  # K deterministic episodes per evaluation
 
 
+class Logged(NamedTuple):
+    """What a segment of ``n`` updates sends to the host."""
+
+    rows: dict[str, Any]  # name -> [R] rows of log_every updates (log_rows)
+    tail: Any  # [min(n, FINAL_WINDOW)] the last updates' episode_return
+    first_bad: dict[str, Any]  # name -> [] int32: first non-finite update, or n
+    params_finite: Any  # [] bool
+
+
+class SegmentResult(NamedTuple):
+    """One segment's output on the host."""
+
+    rows: dict[str, np.ndarray]  # name -> [R]
+    updates: np.ndarray  # [R] int64, the last update of each row (1-based)
+    tail: np.ndarray  # [min(n, FINAL_WINDOW)] per-update episode_return
+    nonfinite: str | None  # the NaN guard's finding, or None
+
+
 class Programs(NamedTuple):
     init: Any  # compiled init(key, hp, env_params)
     segments: dict[tuple[int, int], Any]  # (length, phase) -> compiled segment
@@ -53,23 +76,27 @@ class Programs(NamedTuple):
     hp: Any
     env_params: Any
     eval_key: Any  # None without periodic evaluation
+    log_every: int = 1
 
     def initial_state(self) -> Any:
         """The train state before the first update."""
         return self.init(self.key, self.hp, self.env_params)
 
-    def run(self, state: Any, segment: Segment) -> tuple[Any, dict, str | None]:
-        """Runs ``segment`` from ``state``: ``(state, metrics, nonfinite)``,
-        the metrics ``[n]`` on the host once ready (waiting in short sleeps,
-        so a second Ctrl-C acts at once), ``nonfinite`` the NaN guard's
-        finding (``first_nonfinite``) or None."""
+    def run(self, state: Any, segment: Segment) -> tuple[Any, SegmentResult]:
+        """Runs ``segment`` from ``state``: the new state and the segment's
+        ``SegmentResult``, on the host once ready (waiting in short sleeps,
+        so a second Ctrl-C acts at once)."""
         program = self.segments[segment.program]
         extra = ()
         if self.eval_key is not None:
             extra = (np.int32(segment.start), self.eval_key)
-        state, metrics, params_ok = program(state, self.hp, self.env_params, *extra)
-        metrics, params_ok = jax.device_get(wait_ready((metrics, params_ok)))
-        return state, metrics, first_nonfinite(metrics, bool(params_ok), segment.start)
+        state, logged = program(state, self.hp, self.env_params, *extra)
+        logged = jax.device_get(wait_ready(logged))
+        nonfinite = first_nonfinite(
+            logged.first_bad, bool(logged.params_finite), segment.start, segment.length
+        )
+        updates = row_updates(segment.start, segment.length, self.log_every)
+        return state, SegmentResult(logged.rows, updates, logged.tail, nonfinite)
 
 
 def eval_key_for(key: jax.Array) -> jax.Array:
@@ -87,15 +114,45 @@ def all_finite(tree: Any) -> jax.Array:
     return jnp.all(jnp.stack(leaves)) if leaves else jnp.bool_(True)
 
 
-def _segment_fn(trainer: Any, evaluation: Evaluation | None):
+def first_bad_updates(metrics: dict[str, jax.Array]) -> dict[str, jax.Array]:
+    """``name -> [] int32``: the index of each ``[n]`` metric's first
+    non-finite value, ``n`` if none (``eval_return``, NaN between
+    evaluations by design, is left out)."""
+    out = {}
+    for name, value in metrics.items():
+        if name != EVAL_METRIC:
+            bad = ~jnp.isfinite(value)
+            out[name] = jnp.where(bad.any(), jnp.argmax(bad), bad.shape[0])
+    return jax.tree.map(lambda x: x.astype(jnp.int32), out)
+
+
+def logged(metrics: dict[str, jax.Array], state: Any, log_every: int) -> Logged:
+    """A segment's ``[n]`` metrics as what crosses to the host."""
+    rows = log_rows(metrics, log_every, sparse=(EVAL_METRIC,))
+    tail = metrics["episode_return"][-FINAL_WINDOW:]
+    return Logged(rows, tail, first_bad_updates(metrics), all_finite(state.params))
+
+
+def _segment_fn(trainer: Any, evaluation: Evaluation | None, log_every: int = 1):
     """``segment(state, hp, env_params, [start, eval_key,] length, phase)``."""
+    run = _updates_fn(trainer, evaluation)
+
+    def segment(state, hp, env_params, *args):
+        state, metrics = run(state, hp, env_params, *args)
+        return state, logged(metrics, state, log_every)
+
+    return segment
+
+
+def _updates_fn(trainer: Any, evaluation: Evaluation | None):
+    """``updates(state, hp, env_params, [start, eval_key,] length, phase) ->
+    (state, metrics [n])``."""
     if evaluation is None:
 
-        def segment(state, hp, env_params, length, phase):
-            state, metrics = trainer.run(state, hp, env_params, length)
-            return state, metrics, all_finite(state.params)
+        def updates(state, hp, env_params, length, phase):
+            return trainer.run(state, hp, env_params, length)
 
-        return segment
+        return updates
 
     every, episodes = evaluation
 
@@ -145,7 +202,7 @@ def _segment_fn(trainer: Any, evaluation: Evaluation | None):
         values = jnp.concatenate(evals) if evals else jnp.zeros((0,), jnp.float32)
         curve = jnp.full((length,), jnp.nan, jnp.float32)
         metrics[EVAL_METRIC] = curve.at[jnp.asarray(positions, jnp.int32)].set(values)
-        return state, metrics, all_finite(state.params)
+        return state, metrics
 
     return segment
 
@@ -158,11 +215,12 @@ def lower_segment(
     length: int,
     phase: int = 0,
     evaluation: Evaluation | None = None,
+    log_every: int = 1,
 ) -> jax.stages.Lowered:
     """The lowered segment program (for compiling, or reading its text)."""
     trainer = trainer_for(config)
     state = jax.eval_shape(trainer.init, key, hp, env_params)
-    fn = _segment_fn(trainer, evaluation)
+    fn = _segment_fn(trainer, evaluation, log_every)
     if evaluation is None:
         run = jax.jit(fn, static_argnums=(3, 4), donate_argnums=0)
         return run.lower(state, hp, env_params, length, phase)
@@ -178,10 +236,11 @@ def compile_programs(
     env_params: Any,
     plan: list[tuple[int, int]],
     evaluation: Evaluation | None = None,
+    log_every: int = 1,
 ) -> tuple[Programs, float]:
     """Compiles (or takes from the cache) ``init`` and one segment per
-    ``(length, phase)`` of ``plan``; returns them, bound to these inputs, and
-    the seconds it took."""
+    ``(length, phase)`` of ``plan``, logging rows of ``log_every`` updates;
+    returns them, bound to these inputs, and the seconds it took."""
     signature = avals((key, hp, env_params))
     trainer = trainer_for(config)
     start = time.perf_counter()
@@ -195,7 +254,7 @@ def compile_programs(
     def build_segment(length, phase):
         def build(options):
             lowered = lower_segment(
-                config, key, hp, env_params, length, phase, evaluation
+                config, key, hp, env_params, length, phase, evaluation, log_every
             )
             return lowered.compile(compiler_options=options)
 
@@ -203,30 +262,37 @@ def compile_programs(
 
     def cache_key(length, phase):
         if evaluation is None:
-            return ("segment", config, signature, length)
-        return ("segment-eval", config, signature, length, phase, evaluation)
+            return ("segment", config, signature, length, log_every)
+        return (
+            "segment-eval",
+            config,
+            signature,
+            length,
+            phase,
+            evaluation,
+            log_every,
+        )
 
     segments = {
         (n, p): PROGRAMS.get(cache_key(n, p), build_segment(n, p))
         for n, p in sorted(set(plan))
     }
     eval_key = None if evaluation is None else eval_key_for(key)
-    programs = Programs(init, segments, key, hp, env_params, eval_key)
+    programs = Programs(init, segments, key, hp, env_params, eval_key, log_every)
     return programs, time.perf_counter() - start
 
 
-def first_nonfinite(metrics: dict, params_ok: bool, done: int) -> str | None:
-    """The NaN guard's host half: the first non-finite metric of a segment's
-    ``[n]`` metrics (updates ``done + 1 ...``), else non-finite parameters,
-    as one line; None if all is finite."""
-    # eval_return is NaN between evaluations by design (params_ok covers it).
-    metrics = {k: v for k, v in metrics.items() if k != EVAL_METRIC}
-    bad = {k: np.flatnonzero(~np.isfinite(v)) for k, v in metrics.items()}
-    bad = {k: int(v[0]) for k, v in bad.items() if len(v)}
+def first_nonfinite(
+    first_bad: dict, params_ok: bool, done: int, count: int
+) -> str | None:
+    """The NaN guard's host half: the first non-finite metric of a segment
+    of ``count`` updates ``done + 1 ...`` (``first_bad_updates``: ``count``
+    where all are finite), else non-finite parameters, as one line; None if
+    all is finite."""
+    bad = {k: int(v) for k, v in first_bad.items() if int(v) < count}
     if bad:
         name = min(bad, key=lambda k: (bad[k], k))
         return f"non-finite {name} at update {done + bad[name] + 1}"
     if not params_ok:
-        count = len(next(iter(metrics.values())))
         return f"non-finite parameters after update {done + count}"
     return None

@@ -1,8 +1,11 @@
 """The one progress bar: training runs (env steps, steps/s, latest return)
 and sweeps (members done).
 
-Drawn with rich on stderr, so stdout keeps only the summaries. Disabled, it
-prints nothing at all (``log(..., always=True)`` still prints its line).
+Drawn with rich on stderr, so stdout keeps only the summaries. Without a
+terminal (stdout or stderr piped to a file: a cluster job's log), a training
+run prints one plain line per ``update`` instead (env steps, steps/s, latest
+return, ETA), which a log file keeps. Disabled, it prints nothing at all
+(``log(..., always=True)`` still prints its line).
 """
 
 import sys
@@ -18,6 +21,12 @@ from rich.progress import (
 )
 
 
+def _clock(seconds: float) -> str:
+    """``h:mm:ss``."""
+    minutes, secs = divmod(round(seconds), 60)
+    return f"{minutes // 60}:{minutes % 60:02d}:{secs:02d}"
+
+
 class ProgressBar:
     """Context manager over ``total`` units of work.
 
@@ -27,12 +36,22 @@ class ProgressBar:
     """
 
     def __init__(
-        self, total: int, label: str, unit: str = "steps", enabled: bool = True
+        self,
+        total: int,
+        label: str,
+        unit: str = "steps",
+        enabled: bool = True,
+        lines: bool | None = None,
     ):
         self.enabled = enabled
         self._total, self._label, self._unit = total, label, unit
         self._progress = None
         self._task = None
+        if lines is None:
+            lines = not (sys.stdout.isatty() and sys.stderr.isatty())
+        #: Plain progress lines instead of a bar (training runs only).
+        self.lines = enabled and lines and unit == "steps"
+        self._from = 0  # env steps where this call's training started
 
     def _columns(self) -> list:
         if self._unit == "steps":
@@ -53,7 +72,7 @@ class ProgressBar:
         ]
 
     def __enter__(self) -> "ProgressBar":
-        if self.enabled:
+        if self.enabled and not self.lines:
             self._progress = Progress(*self._columns(), console=Console(stderr=True))
             self._progress.__enter__()
             self._task = self._progress.add_task(
@@ -67,12 +86,33 @@ class ProgressBar:
             self._progress = None
 
     def update(self, env_steps: int, episode_return: float, elapsed_s: float) -> None:
-        """A training run reached ``env_steps``."""
+        """A training run reached ``env_steps`` after ``elapsed_s`` seconds of
+        this call's training (0: it starts there)."""
+        if self.lines:
+            if elapsed_s > 0:
+                self._line(env_steps, episode_return, elapsed_s)
+            else:
+                self._from = env_steps
+            return
         if self._progress is None:
             return
         sps = f"{env_steps / elapsed_s:,.0f}" if elapsed_s > 0 else "-"
         self._progress.update(
             self._task, completed=env_steps, sps=sps, ret=f"{episode_return:.1f}"
+        )
+
+    def _line(self, env_steps: int, episode_return: float, elapsed_s: float) -> None:
+        """``CartPole-v1 ppo: 40,960/500,000 steps (8%), 31,204 steps/s,
+        return 23.4, ETA 0:00:14``."""
+        rate = (env_steps - self._from) / elapsed_s
+        left = max(self._total - env_steps, 0)
+        eta = _clock(left / rate) if rate > 0 else "-"
+        print(
+            f"{self._label}: {env_steps:,}/{self._total:,} steps "
+            f"({100 * env_steps / max(self._total, 1):.0f}%), {rate:,.0f} steps/s, "
+            f"return {episode_return:.1f}, ETA {eta}",
+            file=sys.stderr,
+            flush=True,
         )
 
     def advance(self, count: int) -> None:
@@ -88,5 +128,5 @@ class ProgressBar:
         markup); if disabled, only when ``always``."""
         if self._progress is not None:
             self._progress.console.print(message, soft_wrap=True, markup=False)
-        elif always:
+        elif always or self.lines:
             print(message, file=sys.stderr, flush=True)

@@ -1,8 +1,10 @@
 """TensorBoard event files beside ``metrics.jsonl``.
 
 ``TensorBoardLog(run_dir)`` writes, as segments finish, every metric of every
-update as a scalar (tag = the metric's name) against env steps, with
-``tensorboardX``'s event records; non-finite values (``eval_return`` between
+row as a scalar against env steps, with ``tensorboardX``'s event records,
+tags grouped as ``metric_tag`` says (``charts/episode_return``,
+``losses/td_loss``, ``eval/eval_return``), and each segment's ``charts/sps``;
+non-finite values (rows without a finished episode, ``eval_return`` between
 evaluations) are skipped. ``tensorboard --logdir runs/`` then shows every
 run. A resumed run opens a new event file starting with a purge at the
 checkpoint, so the rows the interrupted run wrote after it are hidden, as
@@ -23,6 +25,16 @@ import numpy as np
 
 EVENT_GLOB = "events.out.tfevents.*"
 _FILE_NUMBER = itertools.count()
+#: Metrics shown under ``charts/``; ``eval_*`` go under ``eval/``, the rest
+#: (losses, entropies, Q-values, temperatures) under ``losses/``.
+CHARTS = ("episode_return", "episode_length", "episodes", "epsilon", "sps")
+
+
+def metric_tag(name: str) -> str:
+    """The grouped tag of a metric (TensorBoard, W&B)."""
+    if name.startswith("eval"):
+        return f"eval/{name}"
+    return f"{'charts' if name in CHARTS else 'losses'}/{name}"
 
 
 class TensorBoardLog:
@@ -53,20 +65,32 @@ class TensorBoardLog:
     def enabled(self) -> bool:
         return self.writer is not None
 
-    def append(self, metrics: dict[str, np.ndarray], done: int) -> None:
-        """Writes the ``[n]`` metrics of updates ``done + 1 ... done + n``
-        and flushes them to disk."""
+    def append(
+        self,
+        metrics: dict[str, np.ndarray],
+        updates: np.ndarray,
+        sps: float | None = None,
+    ) -> None:
+        """Writes the ``[R]`` rows ending at ``updates`` (and the segment's
+        steps per second at the last) and flushes them to disk."""
         if self.writer is None:
             return
         now = time.time()
+        steps = (np.asarray(updates, np.int64) * self.steps_per_update).tolist()
         for name, values in metrics.items():
-            for i, value in enumerate(np.asarray(values, np.float64)):
+            tag = metric_tag(name)
+            for step, value in zip(
+                steps, np.asarray(values, np.float64).tolist(), strict=True
+            ):
                 if math.isfinite(value):
-                    step = (done + i + 1) * self.steps_per_update
-                    summary = self._scalar(name, value)
-                    event = self._event(wall_time=now, step=step, summary=summary)
-                    self.writer.write_event(event)
+                    self._write(now, step, tag, value)
+        if sps is not None and steps:
+            self._write(now, steps[-1], metric_tag("sps"), sps)
         self.writer.flush()
+
+    def _write(self, now: float, step: int, tag: str, value: float) -> None:
+        summary = self._scalar(tag, value)
+        self.writer.write_event(self._event(wall_time=now, step=step, summary=summary))
 
     def close(self) -> None:
         if self.writer is not None:
