@@ -135,9 +135,9 @@ def _spaces(env: Any, params: Any) -> tuple[Any, Any, str]:
         if jnp.dtype(space.dtype) == F64:
             raise EnvCheckError(f"the {what} space is float64 (use float32)")
     for space in leaves:
-        problem = _categorical_problem(space)
+        problem = isinstance(space, Box) and space.categorical_problem()
         if problem:
-            raise EnvCheckError(problem)
+            raise EnvCheckError(f"the categorical {describe_space(space)} {problem}")
     if isinstance(act_space, Discrete) and int(act_space.n) < 1:
         raise EnvCheckError(f"action space Discrete({act_space.n}) has no action")
     if isinstance(act_space, Box) and jnp.dtype(act_space.dtype) != jnp.float32:
@@ -148,21 +148,6 @@ def _spaces(env: Any, params: Any) -> tuple[Any, Any, str]:
         act_space,
         f"observation {shapes}; action {describe_space(act_space)}",
     )
-
-
-def _categorical_problem(space: Any) -> str | None:
-    if not getattr(space, "categorical", False):
-        return None
-    what = f"the categorical {describe_space(space)}"
-    if not jnp.issubdtype(jnp.dtype(space.dtype), jnp.integer):
-        return f"{what} needs an integer dtype (its entries are indices)"
-    if np.any(np.asarray(space.low) != 0):
-        return f"{what} has low {space.low}, not 0 (indices count from 0)"
-    high = np.asarray(space.high)
-    channels = space.shape[-1] if space.shape else None
-    if high.ndim > 1 or (high.ndim == 1 and high.shape[0] != channels):
-        return f"{what} has high of shape {list(high.shape)}: one per channel or one"
-    return None
 
 
 def _params(params: Any) -> str:

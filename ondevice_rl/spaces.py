@@ -76,3 +76,18 @@ class Box:
             return (int(high) + 1,)
         per_channel = high.reshape(-1, high.shape[-1]).max(axis=0)
         return tuple(int(h) + 1 for h in per_channel)
+
+    def categorical_problem(self) -> str | None:
+        """Why a categorical Box cannot hold indices (None if it can, or if
+        it is not categorical)."""
+        if not self.categorical:
+            return None
+        if not jnp.issubdtype(jnp.dtype(self.dtype), jnp.integer):
+            return "needs an integer dtype (its entries are indices)"
+        if np.any(np.asarray(self.low) != 0):
+            return f"has low {self.low}, not 0 (indices count from 0)"
+        high = np.asarray(self.high)
+        channels = self.shape[-1] if self.shape else None
+        if high.ndim > 1 or (high.ndim == 1 and high.shape[0] != channels):
+            return f"has high of shape {list(high.shape)}: give one per channel or one"
+        return None

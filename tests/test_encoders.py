@@ -19,6 +19,7 @@ from ondevice_rl.encoders import (
     observation_encoding,
 )
 from ondevice_rl.env_static import static_checks
+from ondevice_rl.envs.probes import ProbeBox
 from ondevice_rl.masks import ACTION_MASK
 from ondevice_rl.networks import MLP
 from ondevice_rl.normalize import LeafStats, RunningStats
@@ -103,6 +104,22 @@ def grid_world_no_frame():
 
 
 ENTRY = "test_encoders:grid_world"
+
+
+class BoxWithIds(ProbeBox):
+    """Probe-Box-v0 seen as a dict: its float observation beside three
+    categorical ids (continuous actions)."""
+
+    def observe(self, state, params):
+        return {"x": jnp.ones((1,), jnp.float32), "ids": jnp.zeros(3, jnp.uint8)}
+
+    def observation_space(self, params):
+        ids = Box(0, 4, (3,), jnp.uint8, categorical=True)
+        return {"x": Box(0.0, 1.0, (1,), jnp.float32), "ids": ids}
+
+
+def box_with_ids():
+    return BoxWithIds()
 
 
 def test_the_encoding_follows_the_space():
@@ -239,3 +256,20 @@ def test_ppo_learns_from_the_grid_beside_a_frame():
     final = float(jnp.mean(out.metrics["episode_return"][-10:]))
     print("grid world final return", final)
     assert final > 6.0
+
+
+@pytest.mark.parametrize("name", ["sac", "td3"])
+def test_off_policy_actor_critics_take_pytree_observations(name):
+    """Traced, not compiled: an update's shapes, the buffer's uint8 ids."""
+    algo = get_algorithm(name)
+    config = algo.config(
+        env="test_encoders:box_with_ids", hidden=(8,), buffer_size=64, batch_size=8,
+        learning_starts=8,
+    )  # fmt: skip
+    trainer = algo.make_trainer(config)
+    state = jax.eval_shape(trainer.init, KEY, config.hyperparams)
+    assert state.extra.buffer.data.obs["ids"].dtype == jnp.uint8
+    run = lambda state, hp: trainer.run(state, hp, None, 2)  # noqa: E731
+    after, metrics = jax.eval_shape(run, state, config.hyperparams)
+    assert jax.tree.structure(after) == jax.tree.structure(state)
+    assert metrics["episode_return"].shape == (2,)

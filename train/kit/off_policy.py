@@ -135,6 +135,11 @@ def n_step_targets(
     return returns[0]
 
 
+def first_step(tree: Any) -> Any:
+    """Step 0 of ``[n_step, M, ...]`` leaves: ``[M, ...]``."""
+    return jax.tree.map(lambda x: x[0], tree)
+
+
 class CriticStats(NamedTuple):
     critic_loss: jax.Array
     q_mean: jax.Array  # mean of the critics' values of the sampled pairs

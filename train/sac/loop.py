@@ -14,7 +14,7 @@ import jax
 import jax.numpy as jnp
 
 from ondevice_rl.continuous_control import SquashedGaussianActor, squashed_sample
-from ondevice_rl.train.kit.off_policy import Model, critic_loss
+from ondevice_rl.train.kit.off_policy import Model, critic_loss, first_step
 from ondevice_rl.train.kit.off_policy_loop import OffPolicyLearner, off_policy_trainer
 from ondevice_rl.train.kit.optim import gradient_step
 from ondevice_rl.train.kit.protocol import Trainer, TrainOutput, whole_run
@@ -62,6 +62,7 @@ def _learner(config: SACConfig, action_dim: int, obs_ndim: int) -> OffPolicyLear
         return tx.init(actor_flat), tx.init(critic_flat), tx.init(log_alpha)
 
     def learn_step(nets, tx, model: Model, seq, key, hp: Hyperparams):
+        obs = first_step(seq.obs)  # [M, ...] leaves (a pytree observation's too)
         target_key, actor_key = jax.random.split(key)
         actor_opt, critic_opt, alpha_opt = model.opt_state
         alpha = jnp.exp(model.own[0])
@@ -70,12 +71,12 @@ def _learner(config: SACConfig, action_dim: int, obs_ndim: int) -> OffPolicyLear
         )
         critic, critic_opt, critic_stats = gradient_step(
             tx, critic_loss, nets.critic, model.critic, critic_opt,
-            seq.obs[0], seq.action[0], targets,
+            obs, seq.action[0], targets,
         )  # fmt: skip
         critics = functools.partial(nets.critic, critic)
         actor_flat, actor_opt, actor_stats = gradient_step(
             tx, actor_loss, nets.actor, model.actor, actor_opt,
-            critics, seq.obs[0], actor_key, alpha,
+            critics, obs, actor_key, alpha,
         )  # fmt: skip
         log_alpha = model.own
         if config.learn_alpha:

@@ -14,7 +14,7 @@ import jax
 import jax.numpy as jnp
 
 from ondevice_rl.continuous_control import DeterministicActor
-from ondevice_rl.train.kit.off_policy import Model, critic_loss
+from ondevice_rl.train.kit.off_policy import Model, critic_loss, first_step
 from ondevice_rl.train.kit.off_policy_loop import OffPolicyLearner, off_policy_trainer
 from ondevice_rl.train.kit.optim import gradient_step
 from ondevice_rl.train.kit.protocol import Trainer, TrainOutput, whole_run
@@ -52,13 +52,14 @@ def _learner(config: TD3Config, action_dim: int, obs_ndim: int) -> OffPolicyLear
         return tx.init(actor_flat), tx.init(critic_flat)
 
     def learn_step(nets, tx, model: Model, seq, key, hp: Hyperparams):
+        obs = first_step(seq.obs)  # [M, ...] leaves (a pytree observation's too)
         actor_opt, critic_opt = model.opt_state
         targets = smoothed_targets(nets, model, seq, key, hp, config.n_step)
         critic, critic_opt, critic_stats = gradient_step(
             tx, critic_loss, nets.critic, model.critic, critic_opt,
-            seq.obs[0], seq.action[0], targets,
+            obs, seq.action[0], targets,
         )  # fmt: skip
-        obs, critics = seq.obs[0], functools.partial(nets.critic, critic)
+        critics = functools.partial(nets.critic, critic)
 
         def delayed():
             actor_flat, opt, loss = gradient_step(
