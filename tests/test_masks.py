@@ -190,6 +190,11 @@ SLOW_CONFIGS = {
     "dqn": dict(num_envs=4, buffer_size=2000, batch_size=32, learning_starts=200,
                 exploration_steps=2000, target_update_every=100),
 }  # fmt: skip
+# With a recurrent core: the mask applied to the unrolled outputs as well.
+for _name in ("ppo", "pqn"):
+    SLOW_CONFIGS[f"{_name}-gru"] = dict(
+        SLOW_CONFIGS[_name], memory="gru", memory_size=16
+    )
 
 
 @pytest.mark.slow
@@ -198,7 +203,7 @@ def test_honouring_the_mask_scores_above_ignoring_it(name):
     """Every discrete learner reaches the legal optimum (1.5) and scores
     above the same learner without the mask (at best 1: the illegal action
     pays −1 in the restricted state, which it cannot tell apart)."""
-    algo = get_algorithm(name)
+    algo = get_algorithm(name.split("-")[0])
     finals = {}
     for env in ("Probe-Mask-v0", "test_masks:mask_ignored"):
         config = algo.config(
