@@ -21,6 +21,8 @@ steps ourselves and compare that count with the time limit: ``terminated =
 done and count < limit``, and the truncation is ours, at ``params.max_steps``
 (default popgym-arcade's limit, which some games' rewards also read). A game
 that ends on exactly the last step of its limit is reported truncated only.
+popgym-arcade's CartPole checks its limit (and the pole) on the state before
+the step, so its own episodes last one step past the limit; ours end at it.
 
 Under gymnax 1.0.1 the base class' ``discount`` calls ``is_terminated``,
 which popgym-arcade does not define (it defines ``is_terminal``, as gymnax

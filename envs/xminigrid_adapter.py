@@ -13,8 +13,9 @@ Its step type is ``LAST`` at the goal or at its time limit (``step_num ==
 max_steps``) and its discount is 0 only at the goal: ``terminated`` is
 ``discount == 0``, and the truncation is ours, at ``params.max_steps``
 (default XLand-MiniGrid's own limit, which its reward also reads: ``1 - 0.9
-· step / limit`` at the goal; a longer ``max_steps`` keeps that reward's
-limit, so late successes pay less than nothing).
+· step / limit`` at the goal). ``make(..., max_steps=N)`` sets both; a
+longer ``params.max_steps`` alone keeps the reward's limit, so late
+successes pay less than nothing.
 
 Observations are the agent's view ``[V, V, 2]`` of (tile id ≤ 12, colour
 ≤ 11), ``uint8``, declared categorical.
@@ -93,7 +94,7 @@ class XLandParams(NamedTuple):
 
 class XMiniGridAdapter(SuiteAdapter):
     """Wraps ``xminigrid.make(xminigrid_id, **kwargs)``; ``max_steps``
-    (default XLand-MiniGrid's limit) is ours."""
+    (default XLand-MiniGrid's limit) is its limit and our default one."""
 
     state_type = XMiniGridState
     stochastic_step = False
@@ -108,11 +109,12 @@ class XMiniGridAdapter(SuiteAdapter):
     ):
         xminigrid = import_suite("xminigrid", "xminigrid", "xminigrid")
         self.name = f"xminigrid/{xminigrid_id}"
+        if max_steps is not None:  # the suite's limit, read by its reward
+            kwargs["max_steps"] = int(max_steps)
         self.xminigrid_env, self._xminigrid_params = xminigrid.make(
             xminigrid_id, **kwargs
         )
-        limit = self._xminigrid_params.max_steps
-        self._max_steps = int(limit if max_steps is None else max_steps)
+        self._max_steps = int(self._xminigrid_params.max_steps)
         self._benchmark = None
         if xminigrid_id.startswith("XLand-"):
             self._benchmark = _load_benchmark(benchmark, benchmark_path)

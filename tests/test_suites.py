@@ -1,0 +1,385 @@
+"""The JAX suites' adapters beside the suites' own APIs: from the same state
+and key, the same observations, rewards and episode ends; the time limit is a
+truncation, exact at ``max_steps``; resets are fresh. Each suite is compared
+in one small compiled program; full Craftax's comparison is slow."""
+
+import importlib
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from ondevice_rl import envs
+from ondevice_rl.wrappers import AutoReset
+
+B, T = 16, 12  # envs × steps compared per suite
+
+
+def _suite(module: str):
+    return pytest.importorskip(module)
+
+
+def _before_first_end(done: np.ndarray) -> np.ndarray:
+    """``[B, T]``: True up to and including each row's first end."""
+    done = np.asarray(done)
+    return np.cumsum(done, axis=1) - done == 0
+
+
+def _same(ours, theirs, where: np.ndarray) -> None:
+    """``ours`` and ``theirs`` (``[B, T, ...]``) equal wherever ``where``."""
+    ours, theirs = np.asarray(ours), np.asarray(theirs)
+    mask = where.reshape(where.shape + (1,) * (ours.ndim - 2))
+    np.testing.assert_array_equal(np.where(mask, ours, 0), np.where(mask, theirs, 0))
+
+
+def _rollouts(one_env, seed: int = 0):
+    """``jit(vmap(one_env))`` over ``B`` keys."""
+    keys = jax.random.split(jax.random.key(seed), B)
+    return jax.device_get(jax.jit(jax.vmap(one_env))(keys))
+
+
+def test_names_are_the_suites_own():
+    from ondevice_rl.envs.jumanji_adapter import JUMANJI_IDS, JUMANJI_LEFT_OUT
+    from ondevice_rl.envs.navix_adapter import NAVIX_IDS
+    from ondevice_rl.envs.pgx_adapter import PGX_IDS
+    from ondevice_rl.envs.popgym_adapter import POPGYM_IDS
+    from ondevice_rl.envs.xminigrid_adapter import MINIGRID_IDS, XLAND_IDS
+
+    checks = {
+        "navix": lambda m: set(m.registry()) == set(NAVIX_IDS),
+        "xminigrid": lambda m: (
+            set(m.registered_environments()) == {*MINIGRID_IDS, *XLAND_IDS}
+        ),
+        "jumanji": lambda m: (
+            m.registered_environments() == {*JUMANJI_IDS, *JUMANJI_LEFT_OUT}
+        ),
+        "popgym_arcade.registration": lambda m: (
+            set(m.REGISTERED_ENVIRONMENTS) == set(POPGYM_IDS)
+        ),
+        "pgx": lambda m: (
+            {i for i in m.available_envs() if i == "2048" or i.startswith("minatar")}
+            == set(PGX_IDS)
+        ),
+    }
+    for module, agrees in checks.items():
+        try:
+            suite = importlib.import_module(module)
+        except ImportError:
+            continue
+        assert agrees(suite), module
+
+
+def test_missing_or_left_out_say_why_in_one_line():
+    for name in ("jumanji/JobShop-v0", "jumanji/Sokoban-v0"):
+        with pytest.raises(KeyError) as e:
+            envs.make(name)
+        assert "left out" in str(e.value) and "\n" not in str(e.value)
+    from ondevice_rl.envs.suite_adapter import missing_suite_reason
+    from ondevice_rl.envs.suites import SUITES
+
+    line = missing_suite_reason("navix", "navix")
+    assert line == "navix is not installed: pip install 'ondevice_rl[navix]'"
+    assert "--no-deps popgym-arcade==0.0.7" in SUITES["popgym"].how
+
+
+def test_navix_matches_navix_step():
+    nx = _suite("navix")
+    limit = T
+    ours, params = envs.make("navix/Navix-Empty-5x5-v0", max_steps=limit)
+    theirs = nx.make("Navix-Empty-5x5-v0", max_steps=limit)
+
+    def one_env(key):
+        obs, state = ours.reset(key, params)
+        timestep = theirs.reset(key)
+        actions = jax.random.randint(jax.random.fold_in(key, 1), (T,), 0, 3)
+
+        def body(carry, action):
+            state, timestep = carry
+            ts = ours.step(key, state, action, params)
+            timestep = theirs.step(timestep, action)  # resets after an end
+            out = (ts.obs, ts.reward, ts.terminated, ts.truncated)
+            return (ts.state, timestep), out + (
+                timestep.observation,
+                timestep.reward,
+                timestep.step_type,
+            )
+
+        _, steps = jax.lax.scan(body, (state, timestep), actions)
+        return (obs, timestep.observation), steps
+
+    (first, their_first), steps = _rollouts(one_env)
+    obs, reward, terminated, truncated, their_obs, their_reward, step_type = steps
+    np.testing.assert_array_equal(first, their_first)
+    assert first.dtype == np.uint8 and first.shape == (B, 5, 5, 3)
+    ends = _before_first_end(step_type > 0)
+    _same(obs, their_obs, ends)
+    _same(reward, their_reward, ends)
+    _same(terminated, step_type == 2, ends)
+    # At the limit: Navix says TRUNCATION; ours is truncated, not terminated.
+    _same(truncated & ~terminated, step_type == 1, ends)
+    assert terminated[ends].any() and truncated[:, limit - 1].any()
+    assert not truncated[:, : limit - 1].any()
+
+
+def test_xminigrid_matches_xminigrid_step():
+    xminigrid = _suite("xminigrid")
+    ours, params = envs.make("xminigrid/MiniGrid-Empty-5x5", max_steps=T)
+    theirs, their_params = xminigrid.make("MiniGrid-Empty-5x5", max_steps=T)
+
+    def one_env(key):
+        obs, state = ours.reset(key, params)
+        timestep = theirs.reset(their_params, key)
+        actions = jax.random.randint(jax.random.fold_in(key, 1), (T,), 0, 3)
+
+        def body(carry, action):
+            state, timestep = carry
+            ts = ours.step(key, state, action, params)
+            timestep = theirs.step(their_params, timestep, action)
+            out = (ts.obs, ts.reward, ts.terminated, ts.truncated)
+            return (ts.state, timestep), out + (
+                timestep.observation,
+                timestep.reward,
+                timestep.last(),
+                timestep.discount,
+            )
+
+        _, steps = jax.lax.scan(body, (state, timestep), actions)
+        return (obs, timestep.observation), steps
+
+    (first, their_first), steps = _rollouts(one_env)
+    obs, reward, terminated, truncated, their_obs, their_reward, last, discount = steps
+    np.testing.assert_array_equal(first, their_first)
+    assert first.dtype == np.uint8
+    ends = _before_first_end(last)
+    _same(obs, their_obs, ends)
+    _same(reward, their_reward, ends)
+    _same(terminated, last & (discount == 0), ends)
+    _same(truncated & ~terminated, last & (discount == 1), ends)
+    assert terminated[ends].any() and truncated[:, T - 1].any()
+
+
+def test_xland_rulesets_are_unavailable_offline_in_one_line(tmp_path):
+    _suite("xminigrid")
+    missing = tmp_path / "no_such_benchmark"
+    with pytest.raises(ValueError) as e:
+        envs.make("xminigrid/XLand-MiniGrid-R1-9x9", benchmark_path=str(missing))
+    message = str(e.value)
+    assert "unavailable offline" in message and "\n" not in message
+
+
+def test_jumanji_matches_jumanji_step_and_resets_fresh():
+    jumanji = _suite("jumanji")
+    ours, params = envs.make("jumanji/Maze-v0", max_steps=T)
+    theirs = jumanji.make("Maze-v0", time_limit=T)
+    auto = AutoReset(ours)
+
+    def one_env(key):
+        obs, state = ours.reset(key, params)
+        their_state, timestep = theirs.reset(key)
+
+        def body(carry, key):
+            state, auto_state, their_state, mask = carry
+            action = jax.random.categorical(key, jnp.where(mask, 0.0, -jnp.inf))
+            ts = ours.step(key, state, action, params)
+            again = auto.step(key, auto_state, action, params)
+            their_state, timestep = theirs.step(their_state, action)
+            o = timestep.observation
+            out = (ts.obs, ts.reward, ts.terminated, ts.truncated, again.obs)
+            out += (o.walls, o.agent_position.row, o.agent_position.col)
+            out += (o.action_mask, timestep.reward, timestep.last(), timestep.discount)
+            carry = (ts.state, again.state, their_state, o.action_mask)
+            return carry, out
+
+        keys = jax.random.split(jax.random.fold_in(key, 1), T + 1)
+        carry = (state, state, their_state, timestep.observation.action_mask)
+        _, steps = jax.lax.scan(body, carry, keys)
+        return (obs, timestep.observation.walls), steps
+
+    (first, their_walls), steps = _rollouts(one_env)
+    obs, reward, terminated, truncated, auto_obs = steps[:5]
+    walls, row, col, mask, their_reward, last, discount = steps[5:]
+    np.testing.assert_array_equal(first["walls"], their_walls)
+    ends = _before_first_end(last[:, :T])
+    cut = (slice(None), slice(0, T))
+    _same(obs["walls"][cut], walls[cut], ends)
+    _same(obs["agent_position"]["row"][cut], row[cut], ends)
+    _same(obs["agent_position"]["col"][cut], col[cut], ends)
+    _same(obs["action_mask"][cut], mask[cut], ends)
+    _same(reward[cut], their_reward[cut], ends)
+    # Jumanji ends at its time limit as a termination (discount 0): ours is
+    # a truncation there, and a termination only before it.
+    _same((terminated | truncated)[cut], last[cut], ends)
+    at_limit = ends[:, T - 1] & ~terminated[:, T - 1]
+    assert at_limit.any() and (discount[at_limit, T - 1] == 0).all()
+    assert truncated[at_limit, T - 1].all()
+    # After each env's first episode, AutoReset's new maze is a fresh one.
+    fresh = auto_obs["walls"][:, T]
+    assert not (fresh == first["walls"]).all(axis=(1, 2)).any()
+
+
+def test_jumanji_joint_actions_are_flattened():
+    jumanji = _suite("jumanji")
+    ours, params = envs.make("jumanji/Minesweeper-v0")
+    theirs = jumanji.make("Minesweeper-v0")
+    assert ours.action_space(params).n == 100
+    assert ours.observation_space(params)["action_mask"].shape == (100,)
+
+    def one_env(key):
+        obs, state = ours.reset(key, params)
+        their_state, timestep = theirs.reset(key)
+        index = jax.random.randint(jax.random.fold_in(key, 1), (), 0, 100)
+        ts = ours.step(key, state, index, params)
+        their_action = jnp.stack([index // 10, index % 10])  # row, column
+        _, after = theirs.step(their_state, their_action)
+        ours_out = (obs, ts.obs["board"], ts.reward, ts.terminated)
+        theirs_out = (timestep.observation.action_mask, after.observation.board)
+        return ours_out + theirs_out + (after.reward, after.last())
+
+    obs, board, reward, terminated, mask, their_board, their_reward, last = _rollouts(
+        one_env
+    )
+    np.testing.assert_array_equal(obs["action_mask"], mask.reshape(B, 100))
+    np.testing.assert_array_equal(board, their_board)
+    np.testing.assert_array_equal(reward, their_reward)
+    np.testing.assert_array_equal(terminated, last)
+
+
+def test_pgx_matches_pgx_step():
+    pgx = _suite("pgx")
+    limit = 6
+    ours, params = envs.make("pgx/2048", max_steps=limit)
+    theirs = pgx.make("2048")
+
+    def one_env(key):
+        obs, state = ours.reset(key, params)
+        their_state = theirs.init(key)
+
+        def body(carry, key):
+            state, their_state = carry
+            legal = their_state.legal_action_mask
+            action = jax.random.categorical(key, jnp.where(legal, 0.0, -jnp.inf))
+            ts = ours.step(key, state, action, params)
+            their_state = theirs.step(their_state, action, key)
+            out = (ts.obs, ts.reward, ts.terminated, ts.truncated)
+            out += (their_state.observation, their_state.legal_action_mask)
+            out += (their_state.rewards[0], their_state.terminated)
+            return (ts.state, their_state), out
+
+        keys = jax.random.split(jax.random.fold_in(key, 1), limit)
+        _, steps = jax.lax.scan(body, (state, their_state), keys)
+        return (obs, their_state.observation), steps
+
+    (first, their_first), steps = _rollouts(one_env)
+    obs, reward, terminated, truncated, their_obs, legal, their_reward, ended = steps
+    np.testing.assert_array_equal(first["observation"], their_first)
+    assert first["observation"].dtype == np.bool_
+    np.testing.assert_array_equal(obs["observation"], their_obs)
+    np.testing.assert_array_equal(obs["action_mask"], legal)
+    np.testing.assert_array_equal(reward, their_reward)
+    np.testing.assert_array_equal(terminated, ended)
+    # 2048 has no time limit of its own: ours truncates at max_steps only.
+    assert truncated[:, limit - 1].all() and not truncated[:, : limit - 1].any()
+    assert reward.any()
+
+
+def test_popgym_arcade_matches_step_env_at_its_time_limit():
+    _suite("popgym_arcade")
+    ours, params = envs.make("popgym/CartPoleEasy")
+    # popgym-arcade's game, its ``is_terminated`` pointed at its
+    # ``is_terminal`` (gymnax 1.0.1's ``discount`` needs it; see the adapter).
+    theirs, their_params = ours.popgym_env, params.env_params
+    limit = int(params.max_steps)
+    assert limit == theirs.max_steps_in_episode == 200
+    start, steps_taken = limit - 3, 4  # the limit falls on the third step
+
+    def one_env(key):
+        obs, state = ours.reset(key, params)
+        # Far into the episode, in both counters.
+        state = state._replace(
+            time=jnp.int32(start), popgym_state=state[0].replace(time=start)
+        )
+        their_state = state[0]
+
+        def body(carry, key):
+            state, their_state = carry
+            action = jax.random.randint(key, (), 0, 5)
+            ts = ours.step(key, state, action, params)
+            o, their_state, r, done, _ = theirs.step_env(
+                key, their_state, action, their_params
+            )
+            return (ts.state, their_state), (ts.obs, ts.reward, ts.terminated) + (
+                ts.truncated,
+                o,
+                r,
+                done,
+            )
+
+        keys = jax.random.split(key, steps_taken)
+        _, out = jax.lax.scan(body, (state, their_state), keys)
+        return obs, out
+
+    keys = jax.random.split(jax.random.key(0), 2)
+    first, steps = jax.device_get(jax.jit(jax.vmap(one_env))(keys))
+    obs, reward, terminated, truncated, their_obs, their_reward, done = steps
+    assert first.dtype == np.uint8 and first.shape == (2, 128, 128, 3)
+    np.testing.assert_array_equal(obs, their_obs)
+    np.testing.assert_array_equal(reward, their_reward)
+    # Ours truncates on the step that reaches the limit. popgym-arcade's
+    # CartPole reads its limit (and the pole) on the state before the step,
+    # so its one ``done`` comes a step later, and is no termination either.
+    np.testing.assert_array_equal(truncated, [[False, False, True, True]] * 2)
+    np.testing.assert_array_equal(done, [[False, False, False, True]] * 2)
+    assert not terminated.any()
+
+
+def _compare_with_craftax(craftax_id: str, limit: int) -> None:
+    _suite("craftax")
+    ours, params = envs.make(f"craftax/{craftax_id}")
+    # Craftax's own non-resetting environment and its jitted API: op by op,
+    # the adapter calls the same compiled reset and step.
+    theirs, their_params = ours.craftax_env, params.env_params
+    assert int(params.max_steps) == int(their_params.max_timesteps) == limit
+    key = jax.random.key(0)
+    obs, state = ours.reset(key, params)
+    their_obs, _ = theirs.reset(key, their_params)
+    np.testing.assert_array_equal(obs, their_obs)
+    assert obs.dtype == np.float32
+
+    def compare(state, action, key):
+        ts = ours.step(key, state, jnp.int32(action), params)
+        o, _, r, done, _ = theirs.step(
+            key, state.craftax_state, jnp.int32(action), their_params
+        )
+        np.testing.assert_array_equal(ts.obs, o)
+        assert float(ts.reward) == float(r)
+        assert bool(ts.terminated | ts.truncated) == bool(done)
+        return ts
+
+    for i, action in enumerate((5, 1, 2)):  # do, move left, move right
+        ts = compare(state, action, jax.random.fold_in(key, i))
+        assert not (ts.terminated or ts.truncated)
+        state = ts.state
+    # At the time limit, Craftax's one ``done`` is our truncation ...
+    last = state._replace(
+        time=jnp.int32(limit - 1),
+        craftax_state=state.craftax_state.replace(timestep=jnp.int32(limit - 1)),
+    )
+    ts = compare(last, 0, key)
+    assert bool(ts.truncated) and not bool(ts.terminated)
+    # ... and dying is a termination, whenever it happens.
+    health = state.craftax_state.player_health
+    dying = state._replace(
+        craftax_state=state.craftax_state.replace(player_health=health * 0 - 1)
+    )
+    ts = compare(dying, 0, key)
+    assert bool(ts.terminated) and not bool(ts.truncated)
+
+
+def test_craftax_classic_matches_craftax_step():
+    _compare_with_craftax("Craftax-Classic-Symbolic-v1", 10_000)
+
+
+@pytest.mark.slow
+def test_craftax_matches_craftax_step():
+    _compare_with_craftax("Craftax-Symbolic-v1", 100_000)
