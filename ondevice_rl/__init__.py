@@ -5,10 +5,11 @@ jaxlib's CPU runtime and lowers Threefry without a loop on CPU (see the
 docs' CPU notes, ``docs/cpu-notes.md``); import it before running JAX
 computations.
 
-``run_training(env=..., algo=..., ...)`` (``ondevice-rl train`` as a call)
-and ``load_policy(run_dir)`` (a trained run's policy) come from
-``ondevice_rl.train``, imported on first use only: the core never imports
-``ondevice_rl.train``.
+``run_training(env=..., algo=..., ...)`` (``ondevice-rl train`` as a call),
+``load_policy(run_dir)`` (a trained run's policy) and
+``export_policy(run_dir, out)`` (that policy as a ``jax.export`` artifact)
+come from ``ondevice_rl.train``, imported on first use only: the core never
+imports ``ondevice_rl.train``.
 """
 
 from ondevice_rl._xla import ensure_cpu_scheduler_flag, use_cpu_cores
@@ -34,6 +35,7 @@ __all__ = [
     "TimeStep",
     "Wrapper",
     "envs",
+    "export_policy",
     "load_policy",
     "make",
     "run_training",
@@ -42,14 +44,15 @@ __all__ = [
 __version__ = "0.1.0"
 
 _LAZY = {
+    "export_policy": "ondevice_rl.train.use.export",
     "load_policy": "ondevice_rl.train.use.policy",
     "run_training": "ondevice_rl.train.run.entry",
 }
 
 
 def __getattr__(name: str):
-    """``load_policy`` and ``run_training``, imported from
-    ``ondevice_rl.train`` on first use."""
+    """``load_policy``, ``export_policy`` and ``run_training``, imported
+    from ``ondevice_rl.train`` on first use."""
     if name in _LAZY:
         import importlib
 

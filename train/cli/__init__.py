@@ -1,6 +1,6 @@
 """The ``ondevice-rl`` command line: ``train``, ``algos``, ``envs``,
 ``recipes``, ``sweep``, ``bench``, ``eval``, ``render``, ``plot``,
-``check-env``.
+``export``, ``check-env``.
 
 Each subcommand lives in its own module of this package exposing
 ``add_subcommands(subparsers, algo)``; the chosen subcommand's parser sets
@@ -21,6 +21,7 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
         bench,
         check_env,
         eval,
+        export,
         listing,
         plot,
         sweep,
@@ -34,7 +35,7 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
         description="Reinforcement learning fused into one compiled JAX program.",
     )
     subparsers = parser.add_subparsers(dest="command", required=True)
-    for module in (train, listing, sweep, bench, eval, plot, check_env):
+    for module in (train, listing, sweep, bench, eval, plot, export, check_env):
         module.add_subcommands(subparsers, algo)
     return one_line_errors(parser)  # e.g. unrecognized arguments
 

@@ -3,96 +3,24 @@
 The episode runs on the device: our env (wrappers stripped) stepped by the
 trained policy in one jitted ``lax.scan`` up to the time limit, with
 done-masking, returning every state. Frames are then drawn on the host by
-gymnasium's own renderer (``render_mode="rgb_array"``, needs pygame: ``pip
-install 'ondevice_rl[render]'``) after setting its state from ours with
-``envs/gymnasium_sync.py``'s ``SYNC_FUNCTIONS``: the native classic-control
-ports and their ``gymnax/...`` twins. Other envs (probes, brax) cannot be
-rendered: ``renderer`` says so in one line.
+the env family's own renderer (``train/use/renderers.py``): gymnasium's for
+classic control, MuJoCo's (headless OpenGL) for brax and MJX, a channel grid
+for MinAtar. Other envs (probes, bsuite) cannot be rendered, which
+``check_renderable`` says in one line before anything loads.
 
 GIFs are written with Pillow; MP4s with an ffmpeg executable, from
 imageio-ffmpeg or matplotlib's ``animation.ffmpeg_path``.
 """
 
-import os
 import shutil
 import subprocess
 from pathlib import Path
-from types import SimpleNamespace
-from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ondevice_rl.envs.gymnasium_sync import SYNC_FUNCTIONS
-
-
-def _gymnax_acrobot(state: Any) -> Any:
-    return SimpleNamespace(
-        theta1=state.joint_angle1,
-        theta2=state.joint_angle2,
-        dtheta1=state.velocity_1,
-        dtheta2=state.velocity_2,
-        time=state.time,
-    )
-
-
-def _same(state: Any) -> Any:
-    return state
-
-
-#: Renderable env name -> (gymnasium id, our state -> the sync function's).
-RENDERABLE: dict[str, tuple[str, Any]] = {
-    **{name: (name, _same) for name in SYNC_FUNCTIONS},
-    **{f"gymnax/{name}": (name, _same) for name in SYNC_FUNCTIONS},
-    "gymnax/Acrobot-v1": ("Acrobot-v1", _gymnax_acrobot),
-}
-
-
-_SDL_QUIET = {
-    "PYGAME_HIDE_SUPPORT_PROMPT": "1",
-    "SDL_VIDEODRIVER": "dummy",
-    "SDL_AUDIODRIVER": "dummy",
-}
-
-
-class Renderer:
-    """Draws our states with gymnasium's renderer: ``draw(state, action)
-    -> [H, W, 3]`` uint8 (``state`` one unbatched host state)."""
-
-    def __init__(self, env_name: str):
-        if env_name not in RENDERABLE:
-            raise ValueError(
-                f"{env_name} cannot be rendered (renderable: "
-                f"{', '.join(sorted(RENDERABLE))})"
-            )
-        gym_id, self.adapt = RENDERABLE[env_name]
-        self.sync = SYNC_FUNCTIONS[gym_id]
-        # Headless and silent: no window, no sound card, no greeting.
-        for name, value in _SDL_QUIET.items():
-            os.environ.setdefault(name, value)
-        try:
-            import pygame  # noqa: F401
-        except ImportError:
-            raise ValueError(
-                f"rendering {env_name} needs pygame: pip install "
-                "'ondevice_rl[render]' (or pip install pygame)"
-            ) from None
-        import gymnasium as gym
-
-        self.env = gym.make(gym_id, render_mode="rgb_array")
-        self.env.reset(seed=0)
-        self.fps = int(self.env.metadata.get("render_fps", 30))
-
-    def draw(self, state: Any, action: Any = None) -> np.ndarray:
-        self.sync(self.env, self.adapt(state))
-        unwrapped = self.env.unwrapped
-        if action is not None and hasattr(unwrapped, "last_u"):
-            unwrapped.last_u = float(np.asarray(action).reshape(-1)[0])  # Pendulum
-        return np.asarray(self.env.render(), np.uint8)
-
-    def close(self) -> None:
-        self.env.close()
+from ondevice_rl.train.use.renderers import check_renderable, renderer_for
 
 
 def episode(policy, params, env, env_params, key, deterministic, max_steps, carry=()):
@@ -219,18 +147,21 @@ def render_run(
         raise ValueError(f"--scale must be in (0, 4], got {scale}")
     if out.suffix.lower() == ".mp4" and ffmpeg_executable() is None:
         raise ValueError(NO_FFMPEG)  # before any work
-    renderer = Renderer(load_spec(run_dir, member).config.env)  # env, pygame: first
+    env_name = load_spec(run_dir, member).config.env
+    check_renderable(env_name)  # the env and its renderer's library: first
+    run = load_run(run_dir, member=member)
+    trainer = run.trainer
+    env_params = run.spec.env_params_tree()
+    if env_params is None:
+        env_params = trainer.default_env_params
+    env = getattr(trainer.env, "unwrapped", trainer.env)
+    renderer = renderer_for(env_name, env, env_params)
     try:
-        run = load_run(run_dir, member=member)
-        trainer = run.trainer
-        env_params = run.spec.env_params_tree()
-        if env_params is None:
-            env_params = trainer.default_env_params
         max_steps = int(env_params.max_steps)
         state0, states, actions, rewards, active = episode(
             trainer.policy,
             run.params,
-            trainer.env,
+            env,
             env_params,
             jax.random.key(seed),
             deterministic,
