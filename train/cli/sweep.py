@@ -24,6 +24,7 @@ from pathlib import Path
 
 from ondevice_rl import distributed
 from ondevice_rl._xla import use_cpu_cores
+from ondevice_rl.train.cli import sweep_search
 from ondevice_rl.train.cli.args import (
     add_algo_argument,
     add_cpu_devices_argument,
@@ -116,6 +117,7 @@ def add_subcommands(subparsers, algo: str = DEFAULT) -> None:
         "--top", type=int_arg, default=10, help="settings to print/plot"
     )
     parser.add_argument("--no-progress", action="store_true")
+    sweep_search.add_arguments(parser)
     add_cpu_devices_argument(parser)
     add_distributed_arguments(parser)
     parser.set_defaults(func=run)
@@ -158,6 +160,7 @@ def _read_args(args, algo: str = DEFAULT) -> dict:
     return {
         "algorithm": algorithm,
         "base": None if args.recipe is None else _recipe_base(args, algorithm),
+        "strategy": sweep_search.read_strategy(args),
         "seeds": parse_seeds(args.seeds or "1"),
         "search": search,
         "env_params": env_params,
@@ -191,6 +194,9 @@ def _request(args, spec) -> dict:
         "env": args.env or (base or {}).get("env") or DEFAULT_ENV,
         "recipe": args.recipe,
         "base": base,
+        "strategy": spec["strategy"],
+        "round_updates": args.round_updates,
+        "score_episodes": args.score_episodes,
         "seeds": spec["seeds"],
         "search": spec["search"],
         "env_params": spec["env_params"],
@@ -239,6 +245,8 @@ def run(args: argparse.Namespace) -> int:
         distributed.initialize_from_args(args)
         main = distributed.is_main_process()
         plan = _plan(request)  # checked; nothing written or compiled yet
+        if request.get("strategy"):
+            sweep_search.check(request, plan)
         if main:  # one writer per directory: the main process
             lock = DirLock(out).acquire()
         if main and not args.resume:
@@ -262,6 +270,9 @@ def _sweep(args, out: Path, request: dict, plan, main: bool) -> int:
     """Trains the plan's missing members, writing each chunk as it ends,
     then the report."""
     from ondevice_rl.train.sweep import report, run_plan, store
+
+    if request.get("strategy"):
+        return sweep_search.run(args, out, request, plan, main)
 
     finished = {}
     if args.resume:  # a damaged chunk file is moved aside (by the main process)

@@ -18,6 +18,17 @@ Example::
     result.best                # SettingSummary of the best setting
     result.rows()              # one dict per member
     result.programs_compiled   # 2 (one per num_envs value)
+
+Searches that act on the population between rounds (population-based
+training, successive halving) are ``run_search`` (``search.py``)::
+
+    from ondevice_rl.train.sweep import PBT, run_search
+
+    result = run_search(
+        config, PBT(), seeds=4, search={"learning_rate": LogUniform(1e-5, 1e-2)},
+        samples=16,
+    )
+    result.handed_back()       # {seed position: member}, each search's best
 """
 
 from ondevice_rl.train.services.memory import (
@@ -45,6 +56,8 @@ from ondevice_rl.train.sweep.results import (
     scores,
 )
 from ondevice_rl.train.sweep.run import group_members, run_plan, run_sweep
+from ondevice_rl.train.sweep.search import run_search, search_plan
+from ondevice_rl.train.sweep.search_result import SearchResult
 from ondevice_rl.train.sweep.space import (
     LogUniform,
     Member,
@@ -54,16 +67,21 @@ from ondevice_rl.train.sweep.space import (
     build_plan,
     env_param_fields,
 )
+from ondevice_rl.train.sweep.strategies import PBT, Halving, Independent
 
 __all__ = [
     "DEFAULT_CACHE",
     "ChunkPlan",
     "GroupInfo",
+    "Halving",
+    "Independent",
     "LogUniform",
+    "PBT",
     "Member",
     "PopulationInputs",
     "Program",
     "ProgramCache",
+    "SearchResult",
     "SettingSummary",
     "SweepPlan",
     "SweepResult",
@@ -81,7 +99,9 @@ __all__ = [
     "program_config",
     "reusable_program",
     "run_plan",
+    "run_search",
     "run_sweep",
     "scores",
+    "search_plan",
     "stack_inputs",
 ]

@@ -42,6 +42,9 @@ _FIELDS = {
     "samples": (int | None, "an integer or null"),
     "sample_seed": (int, "an integer"),
     "base": (dict | None, "an object of config fields or null"),
+    "strategy": (dict | None, "an object (a search strategy's settings) or null"),
+    "round_updates": (int | None, "an integer or null"),
+    "score_episodes": (int | None, "an integer or null"),
 }
 
 

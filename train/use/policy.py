@@ -71,10 +71,13 @@ def _to_stderr(message: str) -> None:
 
 
 def is_sweep_dir(path: str | Path) -> bool:
-    """Whether ``path`` is a sweep's directory (it holds ``sweep.json``)."""
-    from ondevice_rl.train.sweep.store import SPEC_FILE
+    """Whether ``path`` is a sweep's directory (it holds ``sweep.json``, or
+    the members' parameters a sweep from Python wrote)."""
+    from ondevice_rl.train.sweep.member_files import PARAMS_GLOB
+    from ondevice_rl.train.sweep.store import MEMBERS_DIR, SPEC_FILE
 
-    return (Path(path) / SPEC_FILE).is_file()
+    path = Path(path)
+    return (path / SPEC_FILE).is_file() or any((path / MEMBERS_DIR).glob(PARAMS_GLOB))
 
 
 def load_run(
@@ -173,7 +176,10 @@ def load_member(sweep_dir: str | Path, member: int | str | None) -> LoadedRun:
     if not sweep_dir.is_dir():
         raise ValueError(f"{sweep_dir}: no such sweep directory")
     if not is_sweep_dir(sweep_dir):
-        raise ValueError(f"{sweep_dir}: not a sweep directory (no sweep.json)")
+        raise ValueError(
+            f"{sweep_dir}: not a sweep directory (no sweep.json, no members' "
+            "parameters)"
+        )
     index = _member_index(sweep_dir, member)
     folder = sweep_dir / MEMBERS_DIR
     info, arrays = member_files.read_member(folder, index)

@@ -1,0 +1,353 @@
+"""Searches between rounds (train/sweep/search*.py, strategies.py): PBT's
+exploit/explore and successive halving's refills on the device, scores,
+lineage, fault isolation, exact resume, compile counts, the CLI.
+
+One tiny PPO population (2 seeds x 4 members, 3 rounds of 2 updates) serves
+every test: its programs are compiled once, with XLA's backend optimisation
+off, in the process's program cache (as tests/test_sweep.py does).
+"""
+
+import csv
+import json
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from ondevice_rl.train import cli
+from ondevice_rl.train.ppo import PPOConfig
+from ondevice_rl.train.sweep import (
+    DEFAULT_CACHE,
+    PBT,
+    Halving,
+    LogUniform,
+    SweepSpecError,
+    build_plan,
+    population,
+    run_search,
+    search_space,
+)
+from ondevice_rl.train.sweep.search_setup import check_fits, prepare
+from ondevice_rl.train.sweep.search_space import SearchSpace
+from ondevice_rl.train.sweep.strategies import EXPLOITED, REFILLED, rung_ages
+
+FAST = {"xla_backend_optimization_level": 0}
+TINY = PPOConfig(
+    total_timesteps=2 * 8 * 6,  # 6 updates: 3 rounds of 2
+    num_envs=2,
+    num_steps=8,
+    update_epochs=1,
+    num_minibatches=1,
+    hidden=(8,),
+)
+#: A learning rate of 1e30 sends a member to inf/NaN in its first round.
+SEARCH = {"learning_rate": [1e-3, 3e-3, 1e-2, 1e30], "gamma": LogUniform(0.9, 0.99)}
+KWARGS = dict(seeds=2, search=SEARCH, samples=1, round_updates=2, score_episodes=4)
+TRACES = []
+
+
+@pytest.fixture(scope="module", autouse=True)
+def fast_cache():
+    saved = DEFAULT_CACHE.compiler_options
+    DEFAULT_CACHE.clear()
+    DEFAULT_CACHE.compiler_options = FAST
+    round_fn = population.round_fn
+
+    def counted(*args):
+        member = round_fn(*args)
+
+        def traced(*inputs):
+            TRACES.append(args)
+            return member(*inputs)
+
+        return traced
+
+    with pytest.MonkeyPatch.context() as patch:
+        from ondevice_rl.train.sweep import search_setup
+
+        patch.setattr(search_setup, "round_fn", counted)
+        yield DEFAULT_CACHE
+    DEFAULT_CACHE.clear()
+    DEFAULT_CACHE.compiler_options = saved
+
+
+@pytest.fixture(scope="module")
+def pbt(tmp_path_factory):
+    out = tmp_path_factory.mktemp("pbt")
+    result = run_search(TINY, PBT(fraction=0.25), out=out, **KWARGS)
+    return result, out
+
+
+@pytest.fixture(scope="module")
+def halving():
+    return run_search(TINY, Halving(eta=2, min_rounds=1), **KWARGS)
+
+
+# --- pieces, by hand ------------------------------------------------------------
+
+
+def test_window_score_counts_the_last_episodes():
+    returns = jnp.asarray([10.0, 20.0, 30.0])  # per-update means, newest last
+    counts = jnp.asarray([4.0, 1.0, 2.0])
+    nan = jnp.float32(jnp.nan)
+    # Window 3: the newest 2 (30, 30) and 1 of the update before (20).
+    assert population.window_score(returns, counts, nan, 3) == pytest.approx(80 / 3)
+    # Window 5: 2 x 30, 1 x 20, 2 of the 4 episodes of the first update.
+    assert population.window_score(returns, counts, nan, 5) == pytest.approx(100 / 5)
+    # Window 10 > 7 episodes: the previous score fills the 3 missing.
+    got = population.window_score(returns, counts, jnp.float32(5.0), 10)
+    assert got == pytest.approx((40 + 20 + 60 + 3 * 5) / 10)
+    # No previous score: the 7 episodes alone; none finished: previous kept.
+    assert population.window_score(returns, counts, nan, 10) == pytest.approx(120 / 7)
+    none = jnp.zeros(3)
+    assert population.window_score(returns, none, jnp.float32(7.0), 3) == 7.0
+
+
+def test_space_samples_and_explores_within_its_ranges():
+    config = TINY
+    space = SearchSpace.build(config, SEARCH)
+    fields = config.HYPERPARAMS._fields
+    keys = jax.random.split(jax.random.key(0), 256)
+    sample = jax.jit(jax.vmap(search_space.sample, in_axes=(None, None, 0)))
+    drawn = sample(space, config.hyperparams, keys)
+    assert set(np.asarray(drawn.learning_rate).tolist()) <= {
+        float(np.float32(v)) for v in SEARCH["learning_rate"]
+    }
+    gamma = np.asarray(drawn.gamma)
+    assert gamma.min() >= np.float32(0.9) and gamma.max() <= np.float32(0.99)
+    assert np.all(np.asarray(drawn.clip_eps) == np.float32(config.clip_eps))
+    base = config.replace(learning_rate=3e-3, gamma=0.95).hyperparams
+    explore = jax.jit(jax.vmap(search_space.explore, in_axes=(None, None, 0, None)))
+    explored = explore(space, base, keys, 0.0)
+    assert set(np.asarray(explored.learning_rate).tolist()) == {
+        float(np.float32(1e-3)),
+        float(np.float32(1e-2)),
+    }  # a neighbouring choice, one down or one up
+    # x0.8 (0.76) clipped up to 0.9, x1.25 (1.19) clipped down to 0.99
+    np.testing.assert_allclose(np.unique(np.asarray(explored.gamma)), [0.9, 0.99])
+    unchanged = [f for f in fields if f not in SEARCH]
+    for name in unchanged:
+        assert np.all(np.asarray(getattr(explored, name)) == getattr(base, name))
+    assert rung_ages(1, 2, 0, 10) == [1, 2, 4, 8] and rung_ages(1, 3, 1, 10) == [3, 9]
+
+
+def test_requests_a_search_cannot_run_are_one_line():
+    cases = [
+        (dict(search={"num_envs": [2, 4], "learning_rate": [1e-3, 1e-2]}), "static"),
+        (dict(search=SEARCH, samples=1, env_params={"length": [0.5, 1.0]}), "env"),
+        (dict(search={"learning_rate": [1e-3]}), "at least 2 members"),
+    ]
+    for kwargs, message in cases:
+        plan = build_plan(TINY, 2, **kwargs)
+        with pytest.raises(SweepSpecError, match=message) as err:
+            prepare(plan, kwargs["search"], "pbt", round_updates=2)
+        assert "\n" not in str(err.value)
+    plan = build_plan(TINY, 1, SEARCH, samples=1)
+    with pytest.raises(SweepSpecError, match="no rung falls within"):
+        prepare(plan, SEARCH, Halving(min_rounds=4), round_updates=2)
+    with pytest.raises(SweepSpecError, match="fraction"):
+        PBT(fraction=0.7)
+    from ondevice_rl.sharding import make_mesh
+
+    mesh = make_mesh()
+    from ondevice_rl.train.services.memory import estimate_member_bytes
+
+    budget = 5 * estimate_member_bytes(TINY) // mesh.devices.size + 1
+    with pytest.raises(SweepSpecError) as err:
+        check_fits(TINY, 64, mesh, budget, "pbt")
+    assert "the largest population that fits is 5 members" in str(err.value)
+
+
+# --- PBT ----------------------------------------------------------------------------
+
+
+def test_pbt_copies_the_best_into_the_worst_and_explores(pbt):
+    result, _ = pbt
+    events, parent = result.lineage("event"), result.lineage("parent")
+    score, finite = result.lineage("score"), result.lineage("finite")
+    group = result.group[: result.members]
+    k = PBT(fraction=0.25).copies(4)
+    for r in range(result.done - 1):  # no step after the last round
+        for g in (0, 1):
+            members = np.flatnonzero(group == g)
+            copied = [i for i in members if events[r, i] == EXPLOITED]
+            assert len(copied) == k
+            for i in copied:
+                j = parent[r, i]
+                assert group[j] == g and finite[r, j]
+                ranked = sorted(
+                    members, key=lambda m: -score[r, m] if finite[r, m] else np.inf
+                )
+                assert j in ranked[:k] and i in ranked[-k:]
+    assert (events[-1] == 0).all() and (parent[-1] == -1).all()
+
+
+def test_a_non_finite_member_is_replaced_from_a_good_one(pbt):
+    result, _ = pbt
+    finite, events = result.lineage("finite"), result.lineage("event")
+    bad = result.nonfinite()
+    assert bad and bad[0][0] == 1  # lr 1e30 diverges in the first round
+    for r, i, _ in bad:
+        if r < result.done:  # replaced in the step after its round
+            assert (
+                events[r - 1, i] == EXPLOITED
+                and finite[r - 1, result.lineage("parent")[r - 1, i]]
+            )
+    picks = result.handed_back()
+    assert all(
+        p is not None and np.isfinite(result.final_scores()[p]) for p in picks.values()
+    )
+
+
+def test_exploit_copies_the_whole_state_but_the_key():
+    """The step on the device: losers hold their donor's every leaf of the
+    train state (params, optimiser, normaliser, env states) but their own
+    PRNG key; everyone else is untouched."""
+    plan = build_plan(TINY, 2, SEARCH, samples=1)
+    setup = prepare(plan, SEARCH, PBT(fraction=0.25), round_updates=2)
+    pop = setup.rounds()[2](setup.initial(), jnp.int32(0), jnp.float32(4))
+    before = jax.tree.map(np.asarray, search_setup_keys(pop))
+    from ondevice_rl.sharding import put_sharded
+
+    extras = list(put_sharded(setup.extras, setup.programs.replicated))
+    after, record = setup.step()(pop, *extras)
+    after = jax.tree.map(np.asarray, search_setup_keys(after))
+    parent = np.asarray(record.parent)
+    losers = np.flatnonzero(parent >= 0)
+    assert len(losers) == 2
+    flat_before = jax.tree_util.tree_leaves_with_path(before.state)
+    flat_after = jax.tree.leaves(after.state)
+    for (path, old), leaf in zip(flat_before, flat_after, strict=True):
+        name = jax.tree_util.keystr(path)
+        for i in range(len(parent)):
+            want = old[i] if parent[i] < 0 or "key" in name else old[parent[i]]
+            np.testing.assert_array_equal(leaf[i], want, err_msg=f"{name} of {i}")
+    for i in losers:
+        assert after.score[i] == before.score[parent[i]]
+
+
+def search_setup_keys(pop):
+    from ondevice_rl.train.sweep.search_setup import keys_as_data
+
+    return keys_as_data(pop)
+
+
+def test_an_interrupted_search_resumes_to_the_same_numbers(pbt, tmp_path):
+    whole, _ = pbt
+    out = tmp_path / "cut"
+
+    def stop_after_first_round(result, r):
+        if r == 0:
+            raise KeyboardInterrupt
+
+    cut = run_search(TINY, PBT(), out=out, on_round=stop_after_first_round, **KWARGS)
+    assert cut.interrupted and cut.done == 1 and cut.programs_compiled == 0
+    resumed = run_search(TINY, PBT(), out=out, resume=True, **KWARGS)
+    assert resumed.resumed_from == 1 and resumed.done == whole.done
+    for name in ("score", "parent", "event", "hp/learning_rate", "hp/gamma"):
+        np.testing.assert_array_equal(resumed.lineage(name), whole.lineage(name), name)
+    for name, curve in whole.curves.items():
+        np.testing.assert_array_equal(resumed.curves[name], curve, name)
+
+
+# --- successive halving ----------------------------------------------------------
+
+
+def test_halving_stops_the_worse_half_and_refills_without_recompiling(halving):
+    result = halving
+    events, trial = result.lineage("event"), result.lineage("trial")
+    rung = result.lineage("rung")
+    group = result.group[: result.members]
+    # Round 1: everyone is 1 round old: each seed's 4 keep 2 (the non-finite
+    # one among the stopped), 2 slots start new trials.
+    for g in (0, 1):
+        members = np.flatnonzero(group == g)
+        assert (events[0, members] == REFILLED).sum() == 2
+        assert sorted(rung[0, members]) == [0, 0, 1, 1]
+    refilled = np.flatnonzero(events[0] == REFILLED)
+    assert len(set(trial[0, refilled])) == len(refilled)
+    assert trial[0, refilled].min() >= result.members  # new trial numbers
+    lr = result.lineage("hp/learning_rate")[0, refilled]
+    assert set(lr.tolist()) <= {float(np.float32(v)) for v in SEARCH["learning_rate"]}
+    # Round 2: the first cohort (2 per seed) is 2 rounds old: one goes on; the
+    # refills (1 round old) are halved too.
+    for g in (0, 1):
+        members = np.flatnonzero(group == g)
+        assert (events[1, members] == REFILLED).sum() == 2
+    assert result.programs_compiled == 1  # its step; init and round were cached
+    assert max(rung[-1]) == 2
+
+
+def test_new_values_and_refills_never_recompile(halving):
+    traces = len(TRACES)
+    again = run_search(
+        TINY,
+        Halving(eta=2, min_rounds=1),
+        seeds=[5, 6],
+        search={"learning_rate": LogUniform(1e-4, 1e-3), "clip_eps": [0.1, 0.3]},
+        samples=2,
+        round_updates=2,
+        score_episodes=4,
+    )
+    assert again.programs_compiled == 0 and len(TRACES) == traces
+    assert (again.lineage("event") == REFILLED).sum() > 0
+
+
+# --- CLI ----------------------------------------------------------------------------
+
+
+CLI_TINY = [
+    "--total-timesteps", "96", "--num-envs", "2", "--num-steps", "8",
+    "--update-epochs", "1", "--num-minibatches", "1", "--hidden", "8",
+    "--no-progress", "--round-updates", "2", "--score-episodes", "4",
+    "--seeds", "2", "--learning-rate", "1e-3,3e-3,1e-2,1e30",
+    "--gamma", "loguniform:0.9:0.99", "--samples", "1", "--cpu-devices", "1",
+]  # fmt: skip
+
+
+def test_cli_pbt_writes_lineage_report_and_members(pbt, tmp_path, capsys):
+    import ondevice_rl
+
+    whole, _ = pbt
+    out = tmp_path / "pbt"
+    assert cli.main(["sweep", "--strategy", "pbt", "--out", str(out), *CLI_TINY]) == 0
+    printed = capsys.readouterr().out
+    assert "handed back after 3 of 3 rounds" in printed and "non-finite" in printed
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["programs_compiled"] == 0 and summary["strategy"]["name"] == "pbt"
+    assert [p["member"] for p in summary["handed_back"]] == list(
+        whole.handed_back().values()
+    )
+    assert summary["nonfinite"] and 0 <= summary["timing"]["step_share"] < 1
+    with (out / "lineage.csv").open() as f:
+        rows = list(csv.DictReader(f))
+    assert len(rows) == 3 * 8 and {r["event"] for r in rows} >= {"kept", "exploited"}
+    for name in ("lineage.png", "profile.png", "curves.npz", "sweep.csv"):
+        assert (out / name).stat().st_size > 0, name
+    best = summary["best_member"]
+    policy = ondevice_rl.load_policy(out, member="best")
+    assert policy.run.member == best
+    lr = summary["handed_back"][0]["hp"]["learning_rate"]
+    assert (
+        ondevice_rl.load_policy(out, member=whole.handed_back()[0]).config.learning_rate
+        == lr
+    )
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--eta", "3"], "--eta needs --strategy"),
+        (["--strategy", "halving", "--fraction", "0.3"], "--fraction is a pbt setting"),
+        (["--strategy", "pbt", "--fraction", "0.9"], "fraction must be in (0, 0.5]"),
+        (["--strategy", "halving", "--num-envs", "2,4", "--learning-rate", "1e-3,1e-2"],
+         "static fields take one value"),
+    ],
+)  # fmt: skip
+def test_cli_bad_search_requests_exit_2_with_one_line(args, message, capsys, tmp_path):
+    out = tmp_path / "x"
+    assert cli.main(["sweep", *args, "--out", str(out), "--cpu-devices", "1"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert message in err and "\n" not in err
+    assert not out.exists()

@@ -1,0 +1,172 @@
+"""``ondevice-rl sweep --strategy pbt|halving``: a population that searches
+as it trains (``ondevice_rl.train.sweep.search``).
+
+The search space is the sweep's: hyperparameter flags with
+``loguniform:LOW:HIGH``/``uniform:LOW:HIGH`` (and ``--samples`` members per
+seed) or comma lists; every ``--seeds`` seed is one search of its own. The
+population trains in rounds of ``--round-updates`` updates and is
+checkpointed after each; ``sweep --resume`` continues from the newest
+checkpoint and ends as the uninterrupted search would.
+"""
+
+import argparse
+import sys
+from pathlib import Path
+
+from ondevice_rl.train.cli.args import int_arg
+from ondevice_rl.train.cli.sweep_specs import CLIError
+
+#: Flags of each strategy's settings: flag -> (strategy, field, type).
+_SETTINGS = {
+    "--fraction": ("pbt", "fraction", float),
+    "--resample-prob": ("pbt", "resample_prob", float),
+    "--eta": ("halving", "eta", int),
+    "--min-rounds": ("halving", "min_rounds", int),
+    "--brackets": ("halving", "brackets", int),
+}
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group(
+        "search strategies",
+        "act on the population between rounds, on the device (all members of a "
+        "seed form one search; the whole population is one program)",
+    )
+    group.add_argument(
+        "--strategy",
+        choices=("pbt", "halving"),
+        help="pbt: the worst members copy the best's whole learning state and "
+        "perturb its hyperparameters; halving: successive halving, stopped "
+        "members' slots refilled with fresh samples",
+    )
+    group.add_argument(
+        "--round-updates",
+        type=int_arg,
+        metavar="K",
+        help="updates per round (default: about 20 rounds)",
+    )
+    group.add_argument(
+        "--score-episodes",
+        type=int_arg,
+        metavar="N",
+        help="a member's score: mean return of its last N episodes (default 20)",
+    )
+    group.add_argument(
+        "--fraction",
+        type=float,
+        help="pbt: share of each seed's members that copies, and is copied "
+        "from, each round (default 0.25)",
+    )
+    group.add_argument(
+        "--resample-prob",
+        type=float,
+        help="pbt: chance that explore resamples a value instead of scaling it "
+        "by 0.8 or 1.25 (default 0.25)",
+    )
+    group.add_argument(
+        "--eta", type=int_arg, help="halving: 1/eta of a cohort goes on (default 2)"
+    )
+    group.add_argument(
+        "--min-rounds",
+        type=int_arg,
+        metavar="R",
+        help="halving: rounds before a trial's first rung (default 1)",
+    )
+    group.add_argument(
+        "--brackets",
+        type=int_arg,
+        metavar="B",
+        help="halving: Hyperband-style brackets, bracket b first judged after "
+        "R*eta^b rounds (default 1)",
+    )
+
+
+def read_strategy(args) -> dict | None:
+    """``sweep.json``'s ``strategy``: ``{"name", settings...}`` (None: a
+    plain sweep); one-line ``CLIError`` for a setting of another strategy."""
+    given = {
+        flag: getattr(args, field)
+        for flag, (_, field, _) in _SETTINGS.items()
+        if getattr(args, field) is not None
+    }
+    if args.strategy is None:
+        extra = [*given]
+        extra += ["--round-updates"] * (args.round_updates is not None)
+        extra += ["--score-episodes"] * (args.score_episodes is not None)
+        if extra:
+            raise CLIError(f"{extra[0]} needs --strategy")
+        return None
+    settings = {"name": args.strategy}
+    for flag, value in given.items():
+        owner, field, _ = _SETTINGS[flag]
+        if owner != args.strategy:
+            raise CLIError(f"{flag} is a {owner} setting, not {args.strategy}'s")
+        settings[field] = value
+    build_strategy(settings)  # checked now, before anything starts
+    return settings
+
+
+def build_strategy(settings: dict):
+    """The strategy object of ``sweep.json``'s ``strategy``."""
+    from ondevice_rl.train.sweep.strategies import STRATEGIES
+
+    fields = {k: v for k, v in settings.items() if k != "name"}
+    try:
+        return STRATEGIES[settings["name"]](**fields)
+    except (TypeError, KeyError) as err:
+        raise CLIError(f"strategy {settings!r}: {err}") from None
+
+
+def _options(request: dict) -> dict:
+    return {
+        "round_updates": request.get("round_updates"),
+        "score_episodes": request.get("score_episodes") or 20,
+        "memory_budget_bytes": request.get("memory_budget"),
+        "sample_seed": request.get("sample_seed") or 0,
+    }
+
+
+def check(request: dict, plan) -> None:
+    """One-line ``SweepSpecError`` for a search this machine cannot run
+    (before anything is written or compiled)."""
+    from ondevice_rl.train.sweep.search_setup import prepare
+
+    options = _options(request)
+    del options["sample_seed"]
+    prepare(plan, request["search"], build_strategy(request["strategy"]), **options)
+
+
+def run(args, out: Path, request: dict, plan, main: bool) -> int:
+    """Trains (or resumes) the search and writes its report."""
+    from ondevice_rl.train.sweep import report, search_report
+    from ondevice_rl.train.sweep.search import search_plan
+
+    strategy = build_strategy(request["strategy"])
+    if main:
+        report.print_plan(plan)
+    result = search_plan(
+        plan,
+        request["search"],
+        strategy,
+        progress=not args.no_progress,
+        out=out,  # every process reads a checkpoint; the main one writes
+        resume=args.resume,
+        **_options(request),
+    )
+    for note in result.notes:
+        print(note, file=sys.stderr)
+    if result.resumed_from and main:
+        print(f"resumed after round {result.resumed_from}", file=sys.stderr)
+    if main:
+        search_report.write_outputs(result, out)
+        search_report.print_result(result, out)
+    if result.interrupted:
+        print(
+            f"interrupted after round {result.done} of {len(result.lengths)}; "
+            f"resume with: ondevice-rl sweep --resume --out {out}",
+            file=sys.stderr,
+        )
+        from ondevice_rl.train.services.interrupt import EXIT_STATUS
+
+        return EXIT_STATUS.get(result.stop_signal, 130)
+    return 0
