@@ -1,5 +1,5 @@
 """``ondevice-rl plot``: runs' and sweeps' curves on one figure, smoothed per
-seed, banded by their spread (train/use/curves.py, train/use/plots.py).
+seed, banded by their spread (train/use/curves.py, smoothing.py, plots.py).
 
 Run and sweep directories are written here in the formats the runner
 (``artifacts``) and sweeps (``sweep/results.py``, ``report.py``) write; the
@@ -15,8 +15,9 @@ from matplotlib.colors import to_rgb
 
 from ondevice_rl.train.cli import main
 from ondevice_rl.train.run import artifacts
-from ondevice_rl.train.use.curves import load_series, summarize
+from ondevice_rl.train.use.curves import load_series
 from ondevice_rl.train.use.plots import plot_series
+from ondevice_rl.train.use.smoothing import summarize
 
 PNG = b"\x89PNG"
 
@@ -87,6 +88,10 @@ def test_lines_are_smoothed_means_and_bands_the_spread_over_seeds(tmp_path, caps
     ax = fig.axes[0]
     lines, bands = ax.get_lines(), ax.collections
     assert len(lines) == 2 and len(bands) == 2
+    (caption,) = fig.texts
+    assert caption.get_text() == (
+        "EMA, span 10; band: min–max over seeds, ± std of a single seed's values"
+    )
     assert all(isinstance(band, PolyCollection) for band in bands)
     assert lines[0].get_label() == "s0, s1, s2 (CartPole-v1 ppo, seeds 0, 1, 2)"
     assert lines[1].get_label() == "other (CartPole-v1 ppo, seed 0)"

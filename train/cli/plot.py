@@ -1,6 +1,6 @@
 """``ondevice-rl plot RUN_DIR... --out curves.png``: several runs' and
 sweeps' learning curves on one figure, smoothed, with their spread over seeds
-(``train/use/curves.py``, ``train/use/plots.py``)."""
+(``train/use/curves.py``, ``smoothing.py``, ``plots.py``)."""
 
 import sys
 from pathlib import Path
@@ -10,7 +10,7 @@ from ondevice_rl.train.cli.errors import fail
 
 
 def add_subcommands(subparsers, algo: str | None = None) -> None:
-    from ondevice_rl.train.use.curves import BANDS, SMOOTHINGS
+    from ondevice_rl.train.use.smoothing import BANDS, SMOOTHINGS
 
     del algo
     plot = subparsers.add_parser(

@@ -1,4 +1,4 @@
-"""Learning curves as ``ondevice-rl plot`` reads and smooths them.
+"""Learning curves as ``ondevice-rl plot`` reads them.
 
 A curve is one setting trained on one or more seeds (``Series``): a run
 directory (``metrics.jsonl``) is one seed, and run directories whose
@@ -7,13 +7,8 @@ sweep directory (``sweep.csv`` + ``curves.npz``) gives one curve per setting,
 best ``top`` first (``ranking.csv`` order). Values are a metric (default
 ``episode_return``) against env steps; rows are matched by ``env_steps``, so
 runs that log every N-th update plot as they are. Non-finite values
-(``eval_return`` between evaluations) are left out.
-
-``summarize`` turns a ``Series`` into what is drawn (``Curve``): each seed
-smoothed (an exponential moving average or a trailing window, over its
-finite points), the line their mean, the band their spread over seeds
-(min–max, interquartile or ± std); a curve of one seed is banded by ±1 std of
-its own values around the smoothed line.
+(``eval_return`` between evaluations) are NaN; ``train/use/smoothing.py``
+leaves them out.
 """
 
 import csv
@@ -29,10 +24,6 @@ import numpy as np
 
 from ondevice_rl.train.run import artifacts
 
-SMOOTHINGS = ("ema", "window", "none")
-BANDS = ("minmax", "iqr", "std")
-#: Without ``span``, each curve is smoothed over this share of its points.
-AUTO_SPAN_SHARE = 0.02
 #: config.json fields that make runs the same setting (the seed aside).
 _SETTING_FIELDS = ("algo", "config", "hyperparams", "env_params")
 Warn = Callable[[str], None]
@@ -46,92 +37,8 @@ class Series(NamedTuple):
     values: np.ndarray  # [S, U] float64, NaN where a seed has no value
 
 
-class Curve(NamedTuple):
-    """What is drawn of a ``Series``: a line and a band (None: no band)."""
-
-    label: str
-    steps: np.ndarray  # [U]
-    line: np.ndarray  # [U] mean over seeds of the smoothed values
-    low: np.ndarray | None  # [U]
-    high: np.ndarray | None  # [U]
-    seeds: int
-    sparse: bool  # few points (periodic evaluations): drawn with markers
-
-
 def _to_stderr(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
-
-
-def ema(x: np.ndarray, span: int) -> tuple[np.ndarray, np.ndarray]:
-    """``(mean, std)`` ``[N]`` of ``x`` ``[N]``, exponentially weighted with
-    ``alpha = 2 / (span + 1)`` and started at ``x[0]``: ``m_t = m_{t-1} +
-    alpha (x_t - m_{t-1})``, ``v_t = (1 - alpha) (v_{t-1} + alpha (x_t -
-    m_{t-1})^2)``."""
-    from scipy.signal import lfilter
-
-    alpha = 2.0 / (span + 1.0)
-    mean = lfilter([alpha], [1.0, alpha - 1.0], x, zi=[(1.0 - alpha) * x[0]])[0]
-    previous = np.concatenate([x[:1], mean[:-1]])
-    var = lfilter([(1.0 - alpha) * alpha], [1.0, alpha - 1.0], (x - previous) ** 2)
-    return mean, np.sqrt(var)
-
-
-def trailing_window(x: np.ndarray, span: int) -> tuple[np.ndarray, np.ndarray]:
-    """``(mean, std)`` ``[N]`` of the last ``span`` values of ``x`` ``[N]``
-    at each point (fewer at the start)."""
-    count = np.minimum(np.arange(1, len(x) + 1), span)
-
-    def trailing_sum(y):
-        total = np.cumsum(y)
-        total[span:] -= total[:-span]
-        return total
-
-    mean = trailing_sum(x) / count
-    var = np.maximum(trailing_sum(x * x) / count - mean * mean, 0.0)
-    return mean, np.sqrt(var)
-
-
-def auto_span(values: np.ndarray) -> int:
-    """The default span of ``values`` ``[S, U]``: 2 % of a seed's points."""
-    points = int(np.isfinite(values).sum(axis=1).max(initial=0))
-    return max(1, round(points * AUTO_SPAN_SHARE))
-
-
-def summarize(
-    series: Series, smooth: str = "ema", span: int | None = None, band: str = "minmax"
-) -> Curve:
-    """``series`` smoothed per seed and reduced over seeds (module docstring);
-    ``span`` None: ``auto_span``."""
-    values = series.values
-    span = auto_span(values) if span is None else span
-    smoothed = np.full_like(values, np.nan)
-    spread = np.full_like(values, np.nan)
-    for seed, row in enumerate(values):
-        ok = np.isfinite(row)
-        if not ok.any():
-            continue
-        if smooth == "ema":
-            smoothed[seed, ok], spread[seed, ok] = ema(row[ok], span)
-        elif smooth == "window":
-            smoothed[seed, ok], spread[seed, ok] = trailing_window(row[ok], span)
-        else:
-            smoothed[seed, ok] = row[ok]
-    keep = np.isfinite(smoothed).any(axis=0)
-    steps, smoothed, spread = series.steps[keep], smoothed[:, keep], spread[:, keep]
-    seeds = len(values)
-    sparse = not np.isfinite(values).all() and keep.sum() < 100
-    line = np.nanmean(smoothed, axis=0)
-    low = high = None
-    if seeds == 1 and smooth != "none":
-        low, high = line - spread[0], line + spread[0]
-    elif seeds > 1 and band == "minmax":
-        low, high = np.nanmin(smoothed, axis=0), np.nanmax(smoothed, axis=0)
-    elif seeds > 1 and band == "iqr":
-        low, high = np.nanpercentile(smoothed, [25, 75], axis=0)
-    elif seeds > 1:
-        std = np.nanstd(smoothed, axis=0)
-        low, high = line - std, line + std
-    return Curve(series.label, steps, line, low, high, seeds, sparse)
 
 
 def _aligned(steps: list[np.ndarray], values: list[np.ndarray]) -> tuple:
@@ -221,9 +128,9 @@ def _read_npz(path: Path) -> dict[str, np.ndarray]:
 def sweep_series(
     sweep_dir: Path, metric: str = "episode_return", top: int = 10
 ) -> list[Series]:
-    """The best ``top`` settings of a sweep, each over its seeds; none when
-    ``curves.npz`` lacks ``metric`` (``ValueError`` naming a damaged
-    ``sweep.csv`` or ``curves.npz``)."""
+    """The best ``top`` settings of a sweep, each over its seeds whose
+    curves ``curves.npz`` holds; none when it lacks ``metric``
+    (``ValueError`` naming a damaged ``sweep.csv`` or ``curves.npz``)."""
     path = sweep_dir / "sweep.csv"
     try:
         with path.open(newline="") as f:
@@ -245,17 +152,21 @@ def sweep_series(
     varying = _varying_columns(rows)
     series = []
     for setting in order[:top]:
-        members = [m["member"] for m in by_setting[setting]]
-        if f"member_{members[0]}_{metric}" not in arrays:
-            return []
-        values = np.stack([arrays[f"member_{m}_{metric}"] for m in members])
-        steps = arrays[f"member_{members[0]}_env_steps"].astype(np.int64)
+        members = [
+            m["member"]
+            for m in by_setting[setting]
+            if f"member_{m['member']}_{metric}" in arrays
+        ]
+        if not members:  # the metric is not kept, or none has finished
+            continue
+        steps = [arrays[f"member_{m}_env_steps"].astype(np.int64) for m in members]
+        values = [arrays[f"member_{m}_{metric}"].astype(np.float64) for m in members]
         first = by_setting[setting][0]
         values_text = " ".join(f"{c}={first[c]}" for c in varying)
         label = (
             f"{sweep_dir.name}: {values_text or 'base config'} ({len(members)} seeds)"
         )
-        series.append(Series(label, steps, values.astype(np.float64)))
+        series.append(Series(label, *_aligned(steps, values)))
     return series
 
 

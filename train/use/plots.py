@@ -1,15 +1,17 @@
 """Learning curves of several runs and sweeps on one figure
 (``ondevice-rl plot``).
 
-Each curve (``train/use/curves.py``) is drawn as a line, its seeds' smoothed
-mean, and a band of the same colour: the spread over seeds, or for a curve
-of one seed ±1 std of its values around the line. Drawn with matplotlib's
-Agg ``Figure`` API (no pyplot state), as ``artifacts.plot_curve``.
+Each curve (``train/use/curves.py``, reduced by ``smoothing.py``) is drawn
+as a line, its seeds' smoothed mean, and a band of the same colour: the
+spread over seeds, or for a curve of one seed ±1 std of its values around
+the line. Drawn with matplotlib's Agg ``Figure`` API (no pyplot state), as
+``artifacts.plot_curve``.
 """
 
 from pathlib import Path
 
-from ondevice_rl.train.use.curves import Curve, Series, summarize
+from ondevice_rl.train.use.curves import Series
+from ondevice_rl.train.use.smoothing import Curve, summarize
 
 _BAND_WORDS = {
     "minmax": "min–max over seeds",
@@ -18,13 +20,16 @@ _BAND_WORDS = {
 }
 
 
-def describe(smooth: str, span: int | None, band: str) -> str:
-    """How the figure reduced its curves, in words (its caption)."""
-    if smooth == "none":
-        return f"not smoothed; band: {_BAND_WORDS[band]}"
-    how = "EMA" if smooth == "ema" else "trailing mean"
-    over = f"span {span}" if span else "span 2% of the points"
-    return f"{how}, {over}; band: {_BAND_WORDS[band]} (one seed: ± std of its values)"
+def describe(curves: list[Curve], smooth: str, span: int | None, band: str) -> str:
+    """How the figure reduced ``curves``, in words (its caption)."""
+    how = {"ema": "EMA", "window": "trailing mean"}.get(smooth)
+    text = f"{how}, span {span or '2% of the points'}" if how else "not smoothed"
+    bands = []
+    if any(c.seeds > 1 for c in curves):
+        bands.append(_BAND_WORDS[band])
+    if smooth != "none" and any(c.seeds == 1 for c in curves):
+        bands.append("± std of a single seed's values")
+    return f"{text}; band: {', '.join(bands)}" if bands else text
 
 
 def figure(
@@ -80,6 +85,6 @@ def plot_series(
     """Smooths ``series`` (``summarize``), draws them (``figure``) into the
     image file ``path`` and returns the figure."""
     curves = [summarize(s, smooth, span, band) for s in series]
-    fig = figure(curves, metric, title, describe(smooth, span, band))
+    fig = figure(curves, metric, title, describe(curves, smooth, span, band))
     fig.savefig(path)
     return fig
