@@ -80,8 +80,10 @@ def add_subcommands(subparsers, algo: str | None = None) -> None:
         "render",
         help="draw one episode of a trained run's policy to a GIF or MP4",
         description="One episode of RUN_DIR's policy, stepped on the device, "
-        "drawn by gymnasium's renderer (needs pygame: pip install "
-        "'ondevice_rl[render]').",
+        "drawn on the host: classic control by gymnasium's renderer (needs "
+        "pygame: pip install 'ondevice_rl[render]'), brax and MJX by MuJoCo's "
+        "on headless OpenGL (EGL or OSMesa; MUJOCO_GL picks), MinAtar as a "
+        "grid of its channels.",
     )
     render.add_argument("run_dir", type=Path, metavar="RUN_DIR")
     render.add_argument(
