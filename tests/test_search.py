@@ -88,20 +88,23 @@ def halving():
 
 
 def test_window_score_counts_the_last_episodes():
-    returns = jnp.asarray([10.0, 20.0, 30.0])  # per-update means, newest last
-    counts = jnp.asarray([4.0, 1.0, 2.0])
-    nan = jnp.float32(jnp.nan)
-    # Window 3: the newest 2 (30, 30) and 1 of the update before (20).
-    assert population.window_score(returns, counts, nan, 3) == pytest.approx(80 / 3)
-    # Window 5: 2 x 30, 1 x 20, 2 of the 4 episodes of the first update.
-    assert population.window_score(returns, counts, nan, 5) == pytest.approx(100 / 5)
-    # Window 10 > 7 episodes: the previous score fills the 3 missing.
-    got = population.window_score(returns, counts, jnp.float32(5.0), 10)
-    assert got == pytest.approx((40 + 20 + 60 + 3 * 5) / 10)
-    # No previous score: the 7 episodes alone; none finished: previous kept.
-    assert population.window_score(returns, counts, nan, 10) == pytest.approx(120 / 7)
-    none = jnp.zeros(3)
-    assert population.window_score(returns, none, jnp.float32(7.0), 3) == 7.0
+    returns = np.asarray([10.0, 20.0, 30.0], np.float32)  # per update, newest last
+    counts = np.asarray([4.0, 1.0, 2.0], np.float32)
+    cases = [  # (counts, previous score, window N, the mean by hand)
+        (counts, np.nan, 3, 80 / 3),  # the newest 2 (30, 30) and 1 of 20
+        (counts, np.nan, 5, 100 / 5),  # and 2 of the 4 episodes of the first
+        (counts, 5.0, 10, (40 + 20 + 60 + 3 * 5) / 10),  # 3 missing: previous
+        (counts, np.nan, 10, 120 / 7),  # no previous score: the 7 alone
+        (np.zeros(3, np.float32), 7.0, 3, 7.0),  # none finished: previous kept
+    ]
+    score = jax.jit(jax.vmap(population.window_score, in_axes=(None, 0, 0, 0)))
+    got = score(
+        returns,
+        np.stack([c[0] for c in cases]),
+        np.asarray([c[1] for c in cases], np.float32),
+        np.asarray([c[2] for c in cases], np.float32),
+    )
+    np.testing.assert_allclose(got, [c[3] for c in cases], rtol=1e-6)
 
 
 def test_space_samples_and_explores_within_its_ranges():
@@ -109,17 +112,21 @@ def test_space_samples_and_explores_within_its_ranges():
     space = SearchSpace.build(config, SEARCH)
     fields = config.HYPERPARAMS._fields
     keys = jax.random.split(jax.random.key(0), 256)
-    sample = jax.jit(jax.vmap(search_space.sample, in_axes=(None, None, 0)))
-    drawn = sample(space, config.hyperparams, keys)
+    base = config.replace(learning_rate=3e-3, gamma=0.95).hyperparams
+
+    @jax.jit
+    def both(space, keys):
+        draw = jax.vmap(search_space.sample, in_axes=(None, None, 0))
+        explore = jax.vmap(search_space.explore, in_axes=(None, None, 0, None))
+        return draw(space, config.hyperparams, keys), explore(space, base, keys, 0.0)
+
+    drawn, explored = both(space, keys)
     assert set(np.asarray(drawn.learning_rate).tolist()) <= {
         float(np.float32(v)) for v in SEARCH["learning_rate"]
     }
     gamma = np.asarray(drawn.gamma)
     assert gamma.min() >= np.float32(0.9) and gamma.max() <= np.float32(0.99)
     assert np.all(np.asarray(drawn.clip_eps) == np.float32(config.clip_eps))
-    base = config.replace(learning_rate=3e-3, gamma=0.95).hyperparams
-    explore = jax.jit(jax.vmap(search_space.explore, in_axes=(None, None, 0, None)))
-    explored = explore(space, base, keys, 0.0)
     assert set(np.asarray(explored.learning_rate).tolist()) == {
         float(np.float32(1e-3)),
         float(np.float32(1e-2)),
@@ -351,3 +358,35 @@ def test_cli_bad_search_requests_exit_2_with_one_line(args, message, capsys, tmp
     err = capsys.readouterr().err.strip()
     assert message in err and "\n" not in err
     assert not out.exists()
+
+
+def test_the_comparison_script_at_a_tiny_size(pbt, halving, tmp_path):
+    # after the fixtures: their programs (init, round, steps) are reused
+    """``python -m ondevice_rl.train.sweep.compare``: the same space, N and
+    env steps per method, paired by search seed, each handed-back member
+    evaluated deterministically; files and numbers as documented."""
+    from ondevice_rl.train.sweep import compare
+
+    argv = [
+        "--env", "CartPole-v1", "--total-timesteps", "96", "--set", "num_envs=2",
+        "--set", "num_steps=8", "--set", "update_epochs=1", "--set",
+        "num_minibatches=1", "--set", "hidden=[8]", "--members", "4",
+        "--search-seeds", "2", "--round-updates", "2", "--score-episodes", "4",
+        "--eval-episodes", "4", "--halving-budget", "1", "--out", str(tmp_path),
+        "--no-progress", "--search", "learning_rate=loguniform:1e-4:1e-1",
+        "--search", "gamma=loguniform:0.9:0.99",
+    ]  # fmt: skip
+    assert compare.main(argv) == 0
+    record = json.loads((tmp_path / "compare.json").read_text())
+    rows = {r["method"]: r for r in record["methods"]}
+    assert list(rows) == ["random", "pbt", "halving"]
+    assert len({r["env_steps"] for r in rows.values()}) == 1  # the same budget
+    for r in rows.values():
+        returns = np.asarray(r["eval_returns"], np.float64)
+        assert returns.shape == (2,) and np.all(returns >= 1)
+        assert r["ci"][0] <= r["iqm"] <= r["ci"][1]
+        assert all(np.isfinite(s) for s in r["training_scores"])
+    diff = rows["pbt"]["minus_random"]
+    assert diff["ci"][0] <= diff["mean"] <= diff["ci"][1]
+    assert "| pbt | 768 |" in (tmp_path / "compare.md").read_text()
+    assert (tmp_path / "compare.png").stat().st_size > 0

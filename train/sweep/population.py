@@ -5,7 +5,10 @@ a leading member axis ``[P]`` on every leaf; it stays on the device (split
 over the mesh) from the first round to the last. Two compiled programs act
 on it, both ``jit(vmap(...))`` over members and donating the population:
 
-* ``init(seed, hp, env_params, group, bracket, trial) -> Population``;
+* ``init(seed, place, hp, env_params, group, bracket, trial) ->
+  Population``: member ``place`` of seed ``seed``'s group starts from the key
+  ``fold_in(key(seed), place)`` (members of a group differ in their keys as
+  well as in their hyperparameters, so that a copy is not a clone);
 * ``round(population, start, window) -> population``: ``K`` updates of
   every member (the learner's ``run``), its per-update metrics written into
   ``curves`` at update ``start``, its score over the last ``window``
@@ -74,14 +77,15 @@ def metric_shapes(config: Any) -> dict[str, Any]:
 
 
 def init_fn(config: Any):
-    """``init(seed [P], hp, env_params, group [P], bracket [P], trial [P])
-    -> Population`` (unjitted; vmapped over members)."""
+    """``init(seed [P], place [P], hp, env_params, group [P], bracket [P],
+    trial [P]) -> Population`` (unjitted; vmapped over members)."""
     trainer = trainer_for(config)
     names = list(metric_shapes(config))
     updates = config.num_updates
 
-    def member(seed, hp, env_params, group, bracket, trial):
-        state = trainer.init(jax.random.key(seed), hp, env_params)
+    def member(seed, place, hp, env_params, group, bracket, trial):
+        key = jax.random.fold_in(jax.random.key(seed), place)
+        state = trainer.init(key, hp, env_params)
         curves = {k: jnp.full((updates,), jnp.nan, jnp.float32) for k in names}
         zero = jnp.int32(0)
         return Population(
@@ -129,17 +133,21 @@ def round_fn(config: Any, length: int):
 
 
 def host_inputs(members: list, default_env_params: Any, groups: np.ndarray) -> tuple:
-    """``(seed, hp, env_params, group, bracket, trial)`` host arrays of
-    ``members`` (padded ones carry group ``-1``), for ``init``; brackets are
-    zero, trials number the slots."""
+    """``(seed, place, hp, env_params, group, bracket, trial)`` host arrays of
+    ``members`` (padded ones carry group ``-1``), for ``init``: ``place``
+    numbers a member within its group, brackets are zero, trials number the
+    slots."""
     from ondevice_rl.train.sweep.program import stack_inputs
 
     inputs = stack_inputs(members, default_env_params)
+    groups = np.asarray(groups, np.int32)
+    place = np.asarray([np.sum(groups[:i] == g) for i, g in enumerate(groups)])
     return (
         inputs.seed,
+        place.astype(np.uint32),
         inputs.hp,
         inputs.env_params,
-        np.asarray(groups, np.int32),
+        groups,
         np.zeros(len(members), np.int32),
         np.arange(len(members), dtype=np.int32),
     )

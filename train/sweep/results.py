@@ -29,10 +29,10 @@ from ondevice_rl.train.sweep.space import Member, SweepPlan
 
 #: A member's scores (``scores``), in ``sweep.csv``'s column order.
 SCORE_COLUMNS = ("final_return", "last10pct_return", "auc")
-#: ``sweep.csv`` columns that are not a member's setting values (a search's
-#: strategy adds its own: ``search.SEARCH_COLUMNS``).
+#: ``sweep.csv`` columns that are not a member's setting values (a search
+#: adds its group, trial, rung, score and whether it is handed back).
 RESULT_COLUMNS = ("member", "setting", "seed", "num_updates", *SCORE_COLUMNS)
-RESULT_COLUMNS += ("nonfinite",)
+RESULT_COLUMNS += ("nonfinite", "group", "trial", "rung", "score", "handed_back")
 
 
 def scores(returns: np.ndarray) -> dict[str, float]:

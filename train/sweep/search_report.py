@@ -93,7 +93,8 @@ def plot_lineage(result: SearchResult, path: Path, group: int = 0) -> Path:
             moved = events[:, i] != 0
             ax.plot(steps[moved], values[moved, i], "o", ms=3, color=line.get_color())
         ax.set_ylabel(name)
-        if name != "score" and values is not None and np.all(values > 0):
+        positive = values is not None and np.all(values > 0)
+        if name != "score" and positive and values.max() > 10 * values.min():
             ax.set_yscale("log")
         ax.grid(alpha=0.3)
     np.atleast_1d(axes)[-1].set_xlabel("environment steps (per member)")

@@ -249,9 +249,9 @@ def prepare(
     group = np.concatenate([group, np.full(size - members, -1, np.int32)])
     trainer = trainer_for(program_config(config))
     inputs = list(host_inputs(padded, trainer.default_env_params, group))
-    # Brackets by a slot's place in its group (members are seed-minor).
-    place = np.arange(members) // groups
-    inputs[4] = np.concatenate(
+    # Brackets dealt by a slot's place within its group.
+    place = inputs[1][:members]
+    inputs[5] = np.concatenate(
         [strategy.brackets_of(group_size)[place], np.zeros(size - members)]
     ).astype(np.int32)
     programs = _Programs(config, strategy, (size, groups, group_size), mesh, cache)

@@ -8,7 +8,9 @@
   each task, percentile method);
 * ``plot_performance_profiles(scores, path)``: the fraction of runs scoring
   above each threshold τ (rliable's score distributions), with its
-  bootstrap 95% band.
+  bootstrap 95% band;
+* ``paired_difference(a, b)``: the mean of ``a - b`` over paired runs (the
+  same search seed, say) and its bootstrap 95% CI, runs resampled in pairs.
 
 ``scores`` maps a name (a setting, a method) to its runs' scores ``[runs]``
 or ``[runs, tasks]``. The bootstrap is vectorised NumPy (rliable 1.2 resamples
@@ -84,6 +86,20 @@ def interval_estimates(
         )
         out[name] = (iqm(x), *_interval(boot))
     return out
+
+
+def paired_difference(
+    a: np.ndarray, b: np.ndarray, reps: int = REPS, seed: int = 0
+) -> tuple[float, float, float]:
+    """``(mean, ci_low, ci_high)`` of ``a - b`` over pairs ``[runs]``
+    (pairs with a non-finite side left out; NaNs if none is left)."""
+    d = np.asarray(a, np.float64) - np.asarray(b, np.float64)
+    d = d[np.isfinite(d)]
+    if not len(d):
+        return (np.nan, np.nan, np.nan)
+    rng = np.random.default_rng(seed)
+    means = d[rng.integers(0, len(d), size=(reps, len(d)))].mean(axis=1)
+    return (float(d.mean()), *_interval(means))
 
 
 def performance_profiles(

@@ -1,0 +1,317 @@
+"""Search strategies compared fairly: random search, PBT and successive
+halving on one task and budget, over several search seeds.
+
+``python -m ondevice_rl.train.sweep.compare --algo ppo --env Acrobot-v1
+--total-timesteps 200000 --members 16 --search-seeds 5 --out runs/compare``
+
+* Every method searches the same space (``--search``, default the
+  learner's ``DEFAULT_SPACES`` entry: the hyperparameters that matter most,
+  within their declared ranges) with the same ``--members`` N per search
+  seed; random search and PBT train every member for ``--total-timesteps``;
+  successive halving gets ``--halving-budget`` of that (0.5: half the env
+  steps, refills counted, since its slots never idle).
+* Search seed ``s`` draws the initial members with ``sample_seed=s`` and
+  trains them from keys ``s * 1000 + i``: the methods start alike, seed by
+  seed (paired).
+* Each method hands back its best member by training score
+  (``SearchResult.handed_back``); that member's deterministic policy is then
+  evaluated on ``--eval-episodes`` (≥ 32 for the record) episodes from fresh
+  keys, the same for every method.
+* Reported per method: the evaluation returns per seed, their IQM and 95%
+  CI, the env steps spent, the share of time spent between rounds (the
+  exploit/explore overhead) and, for each method against random search, the
+  mean paired difference over seeds with its bootstrap 95% CI.
+
+Files in ``--out``: ``compare.json`` (every number), ``compare.md`` (the
+table) and ``compare.png`` (evaluation returns per seed and each method's
+performance profile).
+"""
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import jax
+import numpy as np
+
+from ondevice_rl.train.kit.registry import get_algorithm, trainer_for
+from ondevice_rl.train.sweep import stats
+from ondevice_rl.train.sweep.search import search_plan
+from ondevice_rl.train.sweep.space import LogUniform, SweepPlan, Uniform, build_plan
+from ondevice_rl.train.sweep.strategies import PBT, Halving, Independent
+
+#: Per learner, the search space compared when none is given.
+DEFAULT_SPACES = {
+    "ppo": {
+        "learning_rate": LogUniform(1e-4, 3e-3),
+        "ent_coef": LogUniform(1e-4, 1e-1),
+        "clip_eps": Uniform(0.1, 0.3),
+    },
+    "a2c": {
+        "learning_rate": LogUniform(1e-4, 3e-3),
+        "ent_coef": LogUniform(1e-4, 1e-1),
+    },
+    "dqn": {"learning_rate": LogUniform(1e-5, 1e-3), "tau": LogUniform(1e-3, 1.0)},
+    "pqn": {"learning_rate": LogUniform(1e-5, 1e-3), "q_lambda": Uniform(0.5, 0.95)},
+    "sac": {"learning_rate": LogUniform(1e-4, 3e-3), "tau": LogUniform(1e-3, 0.1)},
+    "td3": {"learning_rate": LogUniform(1e-4, 3e-3), "tau": LogUniform(1e-3, 0.1)},
+}
+METHODS = {"random": Independent, "pbt": PBT, "halving": Halving}
+#: Folded into a search seed for its evaluation episodes (fresh keys).
+EVAL_SALT = 0xE7A1
+
+
+def seeded_plan(config: Any, search: dict, members: int, seeds: list[int]):
+    """Search seed ``s``: ``members`` draws with ``sample_seed=s``, member
+    ``i`` trained from ``fold_in(key(s), i)``; one group per seed, one plan."""
+    all_members, swept = [], ()
+    for s in seeds:
+        plan = build_plan(config, [s], search, samples=members, sample_seed=s)
+        swept = plan.swept
+        for m in plan.members:
+            index = len(all_members)
+            all_members.append(m._replace(index=index, setting=index))
+    return SweepPlan(config, tuple(all_members), swept, tuple(seeds))
+
+
+def evaluate_members(result: Any, picks: list[int | None], episodes: int, seeds):
+    """Deterministic evaluation returns ``[S]``: each pick's mean return
+    over ``episodes`` episodes from fresh keys (NaN for None)."""
+    from ondevice_rl.evaluation import evaluate
+
+    config = result.config
+    trainer = trainer_for(config)
+    chosen = [p for p in picks if p is not None]
+    if not chosen:
+        return np.full(len(picks), np.nan)
+    params = jax.tree.map(lambda *xs: np.stack(xs), *[result.params[p] for p in chosen])
+    keys = jax.vmap(lambda s: jax.random.fold_in(jax.random.key(s), EVAL_SALT))(
+        np.asarray([seeds[i] for i, p in enumerate(picks) if p is not None], np.uint32)
+    )
+
+    def one(p, key):
+        carry = trainer.initial_carry((episodes,))
+        out = evaluate(
+            trainer.policy,
+            p,
+            trainer.env,
+            trainer.default_env_params,
+            key,
+            episodes,
+            True,
+            carry,
+        )
+        return out["return"].mean()
+
+    means = np.asarray(jax.jit(jax.vmap(one))(params, keys), np.float64)
+    out, it = np.full(len(picks), np.nan), iter(means)
+    for i, p in enumerate(picks):
+        if p is not None:
+            out[i] = next(it)
+    return out
+
+
+def run_method(name, config, search, members, seeds, args) -> dict:
+    """One method's search over every search seed, and its evaluation."""
+    budget = args.halving_budget if name == "halving" else 1.0
+    if budget != 1.0:
+        steps = int(config.total_timesteps * budget)
+        config = config.replace(total_timesteps=steps)
+    strategy = METHODS[name]()
+    plan = seeded_plan(config, search, members, seeds)
+    start = time.perf_counter()
+    result = search_plan(
+        plan,
+        search,
+        strategy,
+        round_updates=args.round_updates,
+        score_episodes=args.score_episodes,
+        progress=not args.no_progress,
+    )
+    picks = [result.handed_back()[g] for g in range(len(seeds))]
+    returns = evaluate_members(result, picks, args.eval_episodes, seeds)
+    iqm, low, high = stats.interval_estimates({name: returns})[name]
+    return {
+        "method": name,
+        "env_steps": result.env_steps,
+        "total_timesteps_per_member": config.total_timesteps,
+        "eval_returns": returns.tolist(),
+        "iqm": iqm,
+        "ci": [low, high],
+        "training_scores": [
+            None if p is None else float(result.final_scores()[p]) for p in picks
+        ],
+        "handed_back_hp": [
+            None if p is None else {k: float(v[p]) for k, v in result.hp.items()}
+            for p in picks
+        ],
+        "step_share": result.steps_share,
+        "rounds_s": float(sum(result.round_seconds)),
+        "steps_s": float(sum(result.step_seconds)),
+        "seconds": time.perf_counter() - start,
+        "programs_compiled": result.programs_compiled,
+    }
+
+
+def parse_space(items: list[str]) -> dict:
+    """``name=loguniform:LOW:HIGH`` (or ``uniform:``, or a comma list)."""
+    from ondevice_rl.train.cli.sweep_specs import parse_spec
+
+    space = {}
+    for item in items:
+        name, _, text = item.partition("=")
+        space[name.strip()] = parse_spec(f"--search {name}", text, float)
+    return space
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="python -m ondevice_rl.train.sweep.compare",
+        description=__doc__.split("\n\n")[0],
+    )
+    parser.add_argument("--algo", default="ppo")
+    parser.add_argument("--env", default="Acrobot-v1")
+    parser.add_argument("--recipe", help="a recipe's settings as the base config")
+    parser.add_argument("--total-timesteps", type=int, default=200_000)
+    parser.add_argument(
+        "--set", action="append", default=[], metavar="FIELD=VALUE",
+        help="a static config field (repeatable), e.g. num_envs=8",
+    )  # fmt: skip
+    parser.add_argument(
+        "--search", action="append", default=[], metavar="NAME=SPEC",
+        help="the space (repeatable); default the learner's DEFAULT_SPACES",
+    )  # fmt: skip
+    parser.add_argument("--members", type=int, default=16, help="N per search seed")
+    parser.add_argument("--search-seeds", type=int, default=5)
+    parser.add_argument("--methods", default="random,pbt,halving")
+    parser.add_argument("--halving-budget", type=float, default=0.5)
+    parser.add_argument("--round-updates", type=int)
+    parser.add_argument("--score-episodes", type=int, default=20)
+    parser.add_argument("--eval-episodes", type=int, default=32)
+    parser.add_argument("--out", type=Path, default=Path("runs/compare"))
+    parser.add_argument("--no-progress", action="store_true")
+    return parser.parse_args(argv)
+
+
+def base_config(args) -> Any:
+    from ondevice_rl.train.recipes.loader import config_from_dict, load_recipe
+
+    algorithm = get_algorithm(args.algo)
+    values = load_recipe(args.recipe).to_dict() if args.recipe else {}
+    values.update(env=args.env, total_timesteps=args.total_timesteps)
+    for item in args.set:
+        name, _, text = item.partition("=")
+        values[name] = json.loads(text) if text[:1] in "[0123456789-" else text
+    return config_from_dict(values, algorithm, where="--set")
+
+
+def compare(args: argparse.Namespace) -> dict:
+    """Runs every method; writes and returns the record."""
+    config = base_config(args)
+    search = parse_space(args.search) if args.search else DEFAULT_SPACES[args.algo]
+    seeds = list(range(args.search_seeds))
+    methods = [m.strip() for m in args.methods.split(",")]
+    rows = [run_method(m, config, search, args.members, seeds, args) for m in methods]
+    by_name = {r["method"]: r for r in rows}
+    if "random" in by_name:
+        base = np.asarray(by_name["random"]["eval_returns"])
+        for r in rows:
+            if r["method"] != "random":
+                mean, low, high = stats.paired_difference(
+                    np.asarray(r["eval_returns"]), base
+                )
+                r["minus_random"] = {"mean": mean, "ci": [low, high]}
+    record = {
+        "algo": args.algo,
+        "env": config.env,
+        "config": config.to_dict(),
+        "search": {k: repr(v) for k, v in search.items()},
+        "members": args.members,
+        "search_seeds": seeds,
+        "eval_episodes": args.eval_episodes,
+        "methods": rows,
+    }
+    write_files(record, args.out)
+    return record
+
+
+def table(record: dict) -> str:
+    lines = [
+        "| method | env steps | eval return IQM [95% CI] | minus random [95% CI] "
+        "| between rounds |",
+        "|---|---|---|---|---|",
+    ]
+    for r in record["methods"]:
+        diff = r.get("minus_random")
+        shown = (
+            ""
+            if diff is None
+            else (f"{diff['mean']:+.1f} [{diff['ci'][0]:+.1f}, {diff['ci'][1]:+.1f}]")
+        )
+        lines.append(
+            f"| {r['method']} | {r['env_steps']:,} | {r['iqm']:.1f} "
+            f"[{r['ci'][0]:.1f}, {r['ci'][1]:.1f}] | {shown} | "
+            f"{100 * r['step_share']:.2f}% |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def write_files(record: dict, out: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from ondevice_rl.train.run.artifacts import write_json
+
+    out.mkdir(parents=True, exist_ok=True)
+    write_json(out / "compare.json", record)
+    (out / "compare.md").write_text(table(record))
+    scores = {r["method"]: np.asarray(r["eval_returns"]) for r in record["methods"]}
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2), dpi=100)
+    for k, (name, values) in enumerate(scores.items()):
+        left.plot(np.full(len(values), k), values, "o", alpha=0.7)
+        row = next(r for r in record["methods"] if r["method"] == name)
+        left.errorbar(
+            k + 0.15, row["iqm"],
+            yerr=[[row["iqm"] - row["ci"][0]], [row["ci"][1] - row["iqm"]]],
+            fmt="s", color="k", capsize=4,
+        )  # fmt: skip
+    left.set_xticks(range(len(scores)), list(scores))
+    left.set_ylabel(f"eval return ({record['eval_episodes']} episodes)")
+    left.set_title("per search seed; IQM and 95% CI")
+    left.grid(alpha=0.3)
+    taus = np.linspace(*_bounds(scores), 101)
+    profiles, bands = stats.performance_profiles(scores, taus)
+    for name, profile in profiles.items():
+        (line,) = right.plot(taus, profile, label=name)
+        right.fill_between(taus, *bands[name], alpha=0.2, color=line.get_color())
+    right.set_xlabel("eval return τ")
+    right.set_ylabel("fraction of search seeds above τ")
+    right.legend()
+    right.grid(alpha=0.3)
+    fig.suptitle(f"{record['env']} {record['algo']}: {record['members']} members")
+    fig.tight_layout()
+    fig.savefig(out / "compare.png")
+    plt.close(fig)
+
+
+def _bounds(scores: dict) -> tuple[float, float]:
+    values = np.concatenate([v[np.isfinite(v)] for v in scores.values()] or [[0.0]])
+    low, high = float(values.min(initial=0.0)), float(values.max(initial=1.0))
+    return low, high if high > low else low + 1.0
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    record = compare(args)
+    print(table(record), end="")
+    print(f"files in {args.out}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
