@@ -8,9 +8,9 @@ Each recipe runs as ``ondevice-rl train --recipe NAME --out
 runs/results/NAME --force`` (seed 0; a subprocess, so one failure does not
 stop the others). The table between ``<!-- results:start -->`` and
 ``<!-- results:end -->`` in README.md gets one row per recipe with a run:
-env, env steps, final return (mean of the last ``FINAL_WINDOW`` updates'
-``episode_return``) and a link to the curve, copied to
-``docs/results/NAME.png``.
+env, env steps, final return (the run's own: the mean of the last
+``FINAL_WINDOW`` updates' ``episode_return``, as ``config.json`` records it)
+and a link to the curve, copied to ``docs/results/NAME.png``.
 """
 
 import argparse
@@ -20,10 +20,16 @@ import subprocess
 import sys
 from pathlib import Path
 
-from ondevice_rl.metrics import FINAL_WINDOW
 from ondevice_rl.train.kit.registry import algorithm_of
 from ondevice_rl.train.recipes.loader import describe, list_recipes, load_recipe
-from ondevice_rl.train.run.artifacts import CURVE_FILE, METRICS_FILE, read_metrics
+from ondevice_rl.train.run.artifacts import (
+    CONFIG_FILE,
+    CURVE_FILE,
+    METRICS_FILE,
+    RunDirError,
+    read_json,
+    read_metrics,
+)
 
 START, END = "<!-- results:start -->", "<!-- results:end -->"
 
@@ -45,9 +51,12 @@ def summarize(name: str, run_dir: Path, docs: Path, readme_dir: Path) -> str | N
     rows = read_metrics(metrics)
     if not rows:
         return None
-    returns = [r["episode_return"] for r in rows[-FINAL_WINDOW:]]
-    returns = [r for r in returns if r is not None and math.isfinite(r)]
-    final = f"{sum(returns) / len(returns):.1f}" if returns else "n/a"
+    try:
+        final_return = read_json(run_dir / CONFIG_FILE).get("final_return")
+    except RunDirError:
+        final_return = None
+    finite = isinstance(final_return, int | float) and math.isfinite(final_return)
+    final = f"{final_return:.1f}" if finite else "n/a"
     config = load_recipe(name)
     curve = run_dir / CURVE_FILE
     link = ""
