@@ -4,7 +4,7 @@
 the recipe's) from a recipe (optional) overridden by flags, one flag per
 config field, as ``ondevice_rl.run_training`` does (``train/run/entry.py``),
 and runs it with ``train_from_config``, which checks the run's arguments
-(its errors name the flags: ``RUN_FLAGS``). Without ``--out`` the run gets a
+(``errors.fail`` words its errors with the flags). Without ``--out`` the run gets a
 new directory under ``runs/``. JAX's persistent compilation cache is
 switched on here, not on library import (``--no-compile-cache`` leaves it
 off; ``train/services/compile_cache.py``).
@@ -35,24 +35,10 @@ from ondevice_rl.train.run.checks import (
     DEFAULT_LOG_ROWS,
     DEFAULT_SEGMENTS,
     SEED_RANGE,
-    Worded,
 )
 from ondevice_rl.train.services.compile_cache import CACHE_ENV, compilation_cache_dir
 
-#: The run's arguments as this command's flags, where not ``--`` + the
-#: keyword with dashes.
-RUN_FLAGS = {"num_segments": "--segments", "out_dir": "--out"}
 RUN_FILES = (CONFIG_FILE, METRICS_FILE, CURVE_FILE, f"{CHECKPOINT_DIR}/")
-
-
-class _Flags(dict):
-    def __missing__(self, key: str) -> str:
-        return "--" + key.replace("_", "-")
-
-
-def worded(error: Exception) -> object:
-    """``error``'s message naming this command's flags."""
-    return error.worded(_Flags(RUN_FLAGS)) if isinstance(error, Worded) else error
 
 
 def _known(algo: str) -> str:
@@ -270,7 +256,7 @@ def _train(args) -> int:
     except (ValueError, KeyError, FileNotFoundError, RunDirError) as e:
         if args.debug:
             raise
-        return fail("train", worded(e))
+        return fail("train", e)
     except OSError as e:  # RunWriteError: a failed write stopped the run
         if args.debug:
             raise
