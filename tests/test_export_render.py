@@ -17,6 +17,7 @@ import subprocess
 import sys
 import textwrap
 
+import jax
 import numpy as np
 import pytest
 from PIL import Image
@@ -25,6 +26,7 @@ import ondevice_rl
 from ondevice_rl.train import get_algorithm
 from ondevice_rl.train.cli import main
 from ondevice_rl.train.use import renderers
+from ondevice_rl.train.use.export import signature
 
 STEPS, BATCH = 4, 5
 MINATAR = "gymnax/Breakout-MinAtar"
@@ -134,6 +136,11 @@ def test_export_of_a_normalising_minatar_run_acts_as_load_policy(
     err = capsys.readouterr().err
     assert "--platforms takes some of cpu, cuda, rocm, tpu; got cpu, gpu" in err
     assert not (minatar_run / "policy.bin").exists()
+
+    exported = ondevice_rl.export_policy(minatar_run, tmp_path / "cpu.bin", ("cpu",))
+    with open(tmp_path / "cpu.bin", "rb") as f:
+        assert jax.export.deserialize(f.read()).platforms == ("cpu",)
+    assert signature(exported) == "call(float32[b,10,10,4]) -> int32[b]"
 
 
 def _gif_frames(path) -> list[np.ndarray]:
