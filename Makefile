@@ -24,7 +24,7 @@ test-slow: $(STAMP)
 	JAX_PLATFORMS=cpu $(BIN)/python -m pytest -q -m slow
 
 train: $(STAMP)
-	$(BIN)/ondevice-rl train --env CartPole-v1 --total-timesteps 500000 --seed 0 --out runs/cartpole
+	$(BIN)/ondevice-rl train --env CartPole-v1 --total-timesteps 500000 --seed 0
 
 bench: $(STAMP)
 	$(BIN)/ondevice-rl bench --quick --out runs/bench
