@@ -95,9 +95,13 @@ def test_agent_strips_the_mask_and_masks_its_output(mask_setup):
     np.testing.assert_array_equal(q[1, 1:], plain[1, 1:])
 
 
-@pytest.fixture(scope="module")
-def pqn_trained():
-    """PQN on Probe-Mask-v0 with one-step targets (q_lambda 0), γ 0.9."""
+def test_pqn_learns_the_legal_optimum_and_its_policy_stays_legal():
+    """PQN on Probe-Mask-v0 with one-step targets (q_lambda 0), γ 0.9: the
+    legal optimum, values bootstrapped over legal actions; then
+    ``load_policy``'s ``Policy`` (greedy and sampled) honours the
+    observation's mask and an explicit one on top, and evaluation on the
+    device pays 2 or 1 per episode, never the illegal action's −1. (One
+    test, one compile: xdist would build a shared fixture once per worker.)"""
     algo = get_algorithm("pqn")
     config = algo.config(
         env="Probe-Mask-v0", num_envs=16, num_steps=2, total_timesteps=16 * 2 * 600,
@@ -105,11 +109,7 @@ def pqn_trained():
         q_lambda=0.0, gamma=GAMMA, learning_rate=3e-3,
     )  # fmt: skip
     out = jax.jit(algo.make_train(config))(KEY, config.hyperparams)
-    return config, algo.make_trainer(config), out
-
-
-def test_pqn_learns_the_legal_optimum_and_bootstraps_over_legal_actions(pqn_trained):
-    config, trainer, out = pqn_trained
+    trainer = algo.make_trainer(config)
     assert float(jnp.mean(out.metrics["episode_return"][-10:])) > 1.35  # ignoring: ≤ 1
     net, params = trainer.network, out.state.params
     # V(start) = γ·(½·2 + ½·1) = 1.35; over every action's value it would
@@ -119,12 +119,6 @@ def test_pqn_learns_the_legal_optimum_and_bootstraps_over_legal_actions(pqn_trai
     q_second = net.apply(params, {"stage": jnp.ones((1,))})
     np.testing.assert_allclose(q_second[:2], [2.0, 1.0], atol=0.1)
 
-
-def test_load_policy_and_eval_honour_the_mask(pqn_trained):
-    """``load_policy``'s ``Policy`` (greedy and sampled): the observation's
-    mask, and an explicit one on top; evaluation on the device: every
-    episode pays 2 or 1, never the illegal action's −1."""
-    config, trainer, out = pqn_trained
     params = policy_params(out.state)
     policy = Policy(LoadedRun(SimpleNamespace(config=config), trainer, params, 0))
     assert int(policy(second_step(FULL))) == 0
