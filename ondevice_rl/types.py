@@ -87,17 +87,19 @@ class Environment:
 
     def check_params(self, values: dict[str, Any]) -> dict[str, Any]:
         """Checks ``{field: value}`` overrides of this env's params: known
-        scalar fields, in range. Returns them cast to the fields' kinds;
-        raises a one-line ValueError naming the field, value and range."""
+        scalar fields (of the params, or of a params record nested in them,
+        as an adapter's suite params), in range. Returns them cast to the
+        fields' kinds; raises a one-line ValueError naming the field, value
+        and range. ``replace_params`` applies them."""
         import difflib
 
         import numpy as np
 
         defaults = self.default_params()
-        fields = getattr(defaults, "_fields", ())
+        fields = scalar_param_fields(defaults)
         checked = {}
         for name, value in values.items():
-            if name not in fields or np.ndim(getattr(defaults, name)) != 0:
+            if name not in fields:
                 close = difflib.get_close_matches(name, fields, n=2, cutoff=0.5)
                 hint = f" (did you mean {', '.join(close)}?)" if close else ""
                 raise ValueError(
@@ -107,7 +109,7 @@ class Environment:
             default = self.PARAM_RANGES.get(name, FINITE)
             valid = TIME_LIMIT if name == "max_steps" else default
             number = valid.check(f"env param {name}", value)
-            if np.issubdtype(np.asarray(getattr(defaults, name)).dtype, np.integer):
+            if np.issubdtype(np.asarray(fields[name]).dtype, np.integer):
                 if number != int(number):
                     raise ValueError(
                         f"env param {name} must be an integer, got {value!r}"
@@ -124,3 +126,55 @@ class Environment:
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.name!r})"
+
+
+def _record_fields(record: Any) -> dict[str, Any] | None:
+    """A NamedTuple's or a dataclass's ``{field: value}`` (None otherwise)."""
+    import dataclasses
+
+    if hasattr(record, "_fields"):
+        return dict(zip(record._fields, record, strict=True))
+    if dataclasses.is_dataclass(record) and not isinstance(record, type):
+        return {f.name: getattr(record, f.name) for f in dataclasses.fields(record)}
+    return None
+
+
+def scalar_param_fields(params: Any) -> dict[str, Any]:
+    """``{name: default}`` of the scalar params a run may override: the
+    params' own scalar fields, then those of a record nested one level in
+    them (a suite's params inside an adapter's) unless the name is taken."""
+    import numpy as np
+
+    top = _record_fields(params) or {}
+    fields = {k: v for k, v in top.items() if _record_fields(v) is None}
+    fields = {k: v for k, v in fields.items() if np.ndim(v) == 0}
+    for value in top.values():
+        for name, inner in (_record_fields(value) or {}).items():
+            if name not in fields and np.ndim(inner) == 0:
+                fields[name] = inner
+    return fields
+
+
+def replace_params(params: Any, values: dict[str, Any]) -> Any:
+    """``params`` with the overrides ``values`` (names as ``check_params``
+    takes them) set, nested records included."""
+    import dataclasses
+
+    top = _record_fields(params)
+    own = {k: v for k, v in values.items() if k in top}
+    params = params._replace(**own) if own else params
+    rest = {k: v for k, v in values.items() if k not in own}
+    for name, record in (_record_fields(params) or {}).items():
+        inner = _record_fields(record)
+        mine = {k: v for k, v in rest.items() if inner is not None and k in inner}
+        if mine:
+            record = (
+                record._replace(**mine)
+                if hasattr(record, "_fields")
+                else dataclasses.replace(record, **mine)
+            )
+            params = params._replace(**{name: record})
+            rest = {k: v for k, v in rest.items() if k not in mine}
+    if rest:
+        raise ValueError(f"unknown env param(s): {', '.join(rest)}")
+    return params

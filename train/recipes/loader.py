@@ -10,6 +10,14 @@ A recipe is a flat table: an optional ``algo`` key (a registered algorithm;
     total_timesteps = 500_000
     num_envs = 4
 
+An optional ``[env_params]`` table overrides the environment's default
+parameters (traced, like a sweep's ``--env-param``), e.g. a longer memory
+chain::
+
+    env = "gymnax/MemoryChain-bsuite"
+    [env_params]
+    memory_length = 30
+
 Missing keys keep the config's defaults. Integer fields accept integral
 floats (``5e5``); ``hidden`` is a list of ints. The first ``#`` line is the
 recipe's one-line description; the rest of the leading comment records how it
@@ -31,6 +39,7 @@ from ondevice_rl.train.kit.registry import DEFAULT, get_algorithm
 
 RECIPE_DIR = Path(__file__).parent
 ALGO_KEY = "algo"
+ENV_PARAMS_KEY = "env_params"
 
 
 def list_recipes() -> list[str]:
@@ -152,5 +161,19 @@ def load_recipe(name_or_path: str | Path) -> Any:
     """
     path, values = _read(name_or_path)
     algo = recipe_algorithm(path)
-    values = {k: v for k, v in values.items() if k != ALGO_KEY}
+    values = {k: v for k, v in values.items() if k not in (ALGO_KEY, ENV_PARAMS_KEY)}
     return config_from_dict(values, algo, where=f"recipe {path.name}")
+
+
+def recipe_env_params(name_or_path: str | Path) -> dict | None:
+    """The recipe's ``[env_params]`` table (None when it has none); the env
+    checks names and values when a run is set up.
+
+    Raises:
+        ValueError: ``env_params`` is not a table.
+    """
+    path, values = _read(name_or_path)
+    table = values.get(ENV_PARAMS_KEY)
+    if table is not None and not isinstance(table, dict):
+        raise ValueError(f"recipe {path.name}: env_params must be a table")
+    return table

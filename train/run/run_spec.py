@@ -27,6 +27,7 @@ from ondevice_rl.train.run.checks import (
     check_run_args,
     default_log_every,
 )
+from ondevice_rl.types import replace_params
 
 _MISSING = object()
 
@@ -127,7 +128,7 @@ class RunSpec(NamedTuple):
         if self.env_params is None:
             return None
         defaults = trainer_for(self.config).default_env_params
-        params = defaults._replace(**self.env_params)
+        params = replace_params(defaults, self.env_params)
         return jax.tree.map(
             lambda value, default: np.asarray(value, np.asarray(default).dtype),
             params,

@@ -28,6 +28,7 @@ from ondevice_rl.train.kit.state import PolicyParams, policy_params
 from ondevice_rl.train.run.segments import all_finite
 from ondevice_rl.train.services.programs import PROGRAMS, ProgramCache
 from ondevice_rl.train.sweep.space import Member
+from ondevice_rl.types import replace_params
 
 
 class PopulationInputs(NamedTuple):
@@ -59,7 +60,7 @@ def stack_inputs(members: list[Member], default_env_params: Any) -> PopulationIn
     def member_params(m: Member):
         params = default_env_params
         if m.env_params:
-            params = params._replace(**dict(m.env_params))
+            params = replace_params(params, dict(m.env_params))
         return jax.tree.map(
             lambda value, default: np.asarray(value, np.asarray(default).dtype),
             params,
