@@ -9,13 +9,21 @@ off, in the process's program cache (as tests/test_sweep.py does).
 
 import csv
 import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from ondevice_rl.sharding import put_sharded
 from ondevice_rl.train import cli
+from ondevice_rl.train.kit.registry import algorithms, get_algorithm
 from ondevice_rl.train.ppo import PPOConfig
 from ondevice_rl.train.sweep import (
     DEFAULT_CACHE,
@@ -28,7 +36,7 @@ from ondevice_rl.train.sweep import (
     run_search,
     search_space,
 )
-from ondevice_rl.train.sweep.search_setup import check_fits, prepare
+from ondevice_rl.train.sweep.search_setup import check_fits, keys_as_data, prepare
 from ondevice_rl.train.sweep.search_space import SearchSpace
 from ondevice_rl.train.sweep.strategies import EXPLOITED, REFILLED, rung_ages
 
@@ -82,6 +90,17 @@ def pbt(tmp_path_factory):
 @pytest.fixture(scope="module")
 def halving():
     return run_search(TINY, Halving(eta=2, min_rounds=1), **KWARGS)
+
+
+def assert_copied(before, after, parent):
+    """Every leaf of ``after``'s member ``i`` is ``before``'s member
+    ``parent[i]`` (itself where ``parent[i] < 0``), but PRNG keys stay."""
+    flat_before = jax.tree_util.tree_leaves_with_path(before)
+    for (path, old), leaf in zip(flat_before, jax.tree.leaves(after), strict=True):
+        name = jax.tree_util.keystr(path)
+        for i in range(len(parent)):
+            want = old[i] if parent[i] < 0 or "key" in name else old[parent[i]]
+            np.testing.assert_array_equal(leaf[i], want, err_msg=f"{name} of {i}")
 
 
 # --- pieces, by hand ------------------------------------------------------------
@@ -214,30 +233,16 @@ def test_exploit_copies_the_whole_state_but_the_key():
     plan = build_plan(TINY, 2, SEARCH, samples=1)
     setup = prepare(plan, SEARCH, PBT(fraction=0.25), round_updates=2)
     pop = setup.rounds()[2](setup.initial(), jnp.int32(0), jnp.float32(4))
-    before = jax.tree.map(np.asarray, search_setup_keys(pop))
-    from ondevice_rl.sharding import put_sharded
-
+    before = jax.tree.map(np.asarray, keys_as_data(pop))
     extras = list(put_sharded(setup.extras, setup.programs.replicated))
     after, record = setup.step()(pop, *extras)
-    after = jax.tree.map(np.asarray, search_setup_keys(after))
+    after = jax.tree.map(np.asarray, keys_as_data(after))
     parent = np.asarray(record.parent)
     losers = np.flatnonzero(parent >= 0)
     assert len(losers) == 2
-    flat_before = jax.tree_util.tree_leaves_with_path(before.state)
-    flat_after = jax.tree.leaves(after.state)
-    for (path, old), leaf in zip(flat_before, flat_after, strict=True):
-        name = jax.tree_util.keystr(path)
-        for i in range(len(parent)):
-            want = old[i] if parent[i] < 0 or "key" in name else old[parent[i]]
-            np.testing.assert_array_equal(leaf[i], want, err_msg=f"{name} of {i}")
+    assert_copied(before.state, after.state, parent)
     for i in losers:
         assert after.score[i] == before.score[parent[i]]
-
-
-def search_setup_keys(pop):
-    from ondevice_rl.train.sweep.search_setup import keys_as_data
-
-    return keys_as_data(pop)
 
 
 def test_an_interrupted_search_resumes_to_the_same_numbers(pbt, tmp_path):
@@ -390,3 +395,143 @@ def test_the_comparison_script_at_a_tiny_size(pbt, halving, tmp_path):
     assert diff["ci"][0] <= diff["mean"] <= diff["ci"][1]
     assert "| pbt | 768 |" in (tmp_path / "compare.md").read_text()
     assert (tmp_path / "compare.png").stat().st_size > 0
+
+
+# --- slow: every learner, a real kill, two processes ---------------------------------
+
+EVERY = {
+    "ppo": dict(num_envs=2, num_steps=4, num_minibatches=2, total_timesteps=32),
+    "a2c": dict(num_envs=2, num_steps=4, total_timesteps=32),
+    "pqn": dict(num_envs=2, num_steps=4, num_minibatches=2, total_timesteps=32),
+    "dqn": dict(num_envs=2, buffer_size=16, batch_size=4, total_timesteps=32,
+                learning_starts=4),
+    "sac": dict(num_envs=2, buffer_size=16, batch_size=4, total_timesteps=32,
+                learning_starts=4),
+    "td3": dict(num_envs=2, buffer_size=16, batch_size=4, total_timesteps=32,
+                learning_starts=4),
+}  # fmt: skip
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", algorithms())
+def test_every_learner_copies_its_whole_state_and_refills(name):
+    """PBT's step copies every leaf of every learner's state (replay buffers
+    included) but the key; halving refills without recompiling."""
+    algorithm = get_algorithm(name)
+    fields = {f for f in algorithm.defaults()}
+    config = algorithm.config(
+        hidden=(8,), **{k: v for k, v in EVERY[name].items() if k in fields}
+    )
+    space = {"learning_rate": LogUniform(1e-4, 1e-2), "gamma": [0.9, 0.99]}
+    plan = build_plan(config, 2, space, samples=2)
+    k = config.num_updates // 2
+    setup = prepare(plan, space, PBT(fraction=0.5), round_updates=k)
+    pop = setup.rounds()[k](setup.initial(), jnp.int32(0), jnp.float32(4))
+    before = jax.tree.map(np.asarray, keys_as_data(pop))
+    extras = list(put_sharded(setup.extras, setup.programs.replicated))
+    after, record = setup.step()(pop, *extras)
+    after = jax.tree.map(np.asarray, keys_as_data(after))
+    parent = np.asarray(record.parent)
+    assert (parent >= 0).sum() == 4  # half of each seed's 4 members
+    assert_copied(before.state, after.state, parent)
+    halving = run_search(
+        config, Halving(), seeds=2, search=space, samples=2, round_updates=k
+    )
+    assert (halving.lineage("event") == REFILLED).sum() > 0
+    assert np.all(np.isfinite(halving.curves["episode_return"]))
+
+
+CLI = "import sys; from ondevice_rl.train.cli import main; sys.exit(main())"
+SEARCH_ARGS = [
+    "sweep", "--strategy", "pbt", "--seeds", "2", "--samples", "4",
+    "--learning-rate", "loguniform:1e-4:1e-2", "--gamma", "0.9,0.99",
+    "--total-timesteps", "6400", "--num-envs", "4", "--num-steps", "16",
+    "--update-epochs", "1", "--num-minibatches", "1", "--hidden", "16",
+    "--round-updates", "2", "--score-episodes", "8", "--no-progress",
+]  # fmt: skip
+
+
+def _popen(args, cache_dir, devices=1, extra_env=None):
+    env = dict(os.environ, ONDEVICE_RL_CACHE_DIR=str(cache_dir), JAX_PLATFORMS="cpu")
+    env.update(extra_env or {})
+    return subprocess.Popen(
+        [sys.executable, "-c", CLI, *args, "--cpu-devices", str(devices)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+
+
+def _finished(proc) -> str:
+    """The process's stderr once it ended well."""
+    _, err = proc.communicate(timeout=600)
+    assert proc.returncode == 0, err
+    return err
+
+
+def _tables(out):
+    lineage = (out / "lineage.csv").read_text()
+    rows = (out / "sweep.csv").read_text()
+    return lineage, rows
+
+
+@pytest.mark.slow
+def test_kill_9_mid_search_then_resume_ends_identical(tmp_path):
+    cache = tmp_path / "cache"
+    whole = tmp_path / "whole"
+    _finished(_popen([*SEARCH_ARGS, "--out", str(whole)], cache))
+    cut = tmp_path / "cut"
+    proc = _popen([*SEARCH_ARGS, "--out", str(cut)], cache)
+    start = time.time()
+    while proc.poll() is None and time.time() - start < 300:
+        if (cut / "search" / "round-20").is_dir():
+            break
+        time.sleep(0.005)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=60)
+    assert proc.returncode == -signal.SIGKILL
+    assert not (cut / "summary.json").exists()  # killed mid-search
+    resumed = _popen(["sweep", "--resume", "--out", str(cut), "--no-progress"], cache)
+    assert "resumed after round" in _finished(resumed)
+    assert _tables(cut) == _tables(whole)
+    summary = json.loads((cut / "summary.json").read_text())
+    assert summary["resumed_from"] >= 20
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.slow
+def test_two_processes_search_as_one_process_with_two_devices(tmp_path):
+    """The population split over two processes (one CPU device each, gloo)
+    gives one process's lineage with two devices; then a halving search with
+    brackets over the same two processes."""
+    args = [*SEARCH_ARGS[:-7], "--round-updates", "5", "--no-progress"]
+    cache = tmp_path / "cache"
+    single = tmp_path / "single"
+    _finished(_popen([*args, "--out", str(single)], cache, devices=2))
+    port, multi = _free_port(), tmp_path / "multi"
+    procs = [
+        _popen(
+            [*args, "--out", str(multi), "--coordinator", f"127.0.0.1:{port}",
+             "--num-processes", "2", "--process-id", str(i)],
+            cache,
+        )
+        for i in range(2)
+    ]  # fmt: skip
+    for proc in procs:
+        _finished(proc)
+    summary = json.loads((multi / "summary.json").read_text())
+    assert summary["processes"] == 2 and summary["devices"] == 2
+    with (single / "lineage.csv").open() as f, (multi / "lineage.csv").open() as g:
+        one, two = list(csv.DictReader(f)), list(csv.DictReader(g))
+    assert [r["event"] for r in one] == [r["event"] for r in two]
+    assert [r["parent"] for r in one] == [r["parent"] for r in two]
+    np.testing.assert_allclose(
+        [float(r["score"]) for r in two], [float(r["score"]) for r in one], rtol=1e-4
+    )

@@ -480,3 +480,23 @@ def test_population_of_256_cartpole_members_on_cpu():
     assert len(result.finished) == 256 and not result.interrupted
     assert result.programs_compiled == 1
     assert result.best.last10pct_mean > 100.0
+
+
+def test_seed_sets_state_iqm_ci_and_worst_seed_per_set(base):
+    """``python -m ondevice_rl.train.sweep.seed_sets``: a recipe over disjoint
+    sets of seeds (here TINY, 2 sets of 4: the fixture's program)."""
+    from ondevice_rl.train.sweep import seed_sets
+
+    record = seed_sets.measure(TINY, sets=2, per_set=4, first=10)
+    assert [r["seeds"] for r in record["sets"]] == [
+        "seeds 10-13", "seeds 14-17", "all 8 seeds"
+    ]  # fmt: skip
+    first, second, everything = record["sets"]
+    assert (
+        everything["final_returns"] == first["final_returns"] + second["final_returns"]
+    )
+    for r in record["sets"]:
+        values = np.asarray(r["final_returns"])
+        assert r["worst"]["final_return"] == values.min()
+        assert r["ci"][0] <= r["iqm"] <= r["ci"][1] and r["n"] == len(values)
+    assert "| seeds 10-13 | 4 |" in seed_sets.table(record)

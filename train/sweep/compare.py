@@ -172,8 +172,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         prog="python -m ondevice_rl.train.sweep.compare",
         description=__doc__.split("\n\n")[0],
     )
-    parser.add_argument("--algo", default="ppo")
-    parser.add_argument("--env", default="Acrobot-v1")
+    parser.add_argument("--algo", help="(default: the recipe's, or ppo)")
+    parser.add_argument("--env", help="(default: the recipe's, or Acrobot-v1)")
     parser.add_argument("--recipe", help="a recipe's settings as the base config")
     parser.add_argument("--total-timesteps", type=int, default=200_000)
     parser.add_argument(
@@ -197,11 +197,18 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 
 def base_config(args) -> Any:
-    from ondevice_rl.train.recipes.loader import config_from_dict, load_recipe
+    from ondevice_rl.train.recipes.loader import (
+        config_from_dict,
+        load_recipe,
+        recipe_algorithm,
+    )
 
+    if args.algo is None:
+        args.algo = recipe_algorithm(args.recipe) if args.recipe else "ppo"
     algorithm = get_algorithm(args.algo)
     values = load_recipe(args.recipe).to_dict() if args.recipe else {}
-    values.update(env=args.env, total_timesteps=args.total_timesteps)
+    env = args.env or values.get("env") or "Acrobot-v1"
+    values.update(env=env, total_timesteps=args.total_timesteps)
     for item in args.set:
         name, _, text = item.partition("=")
         values[name] = json.loads(text) if text[:1] in "[0123456789-" else text
