@@ -98,6 +98,9 @@ def test_envs_lists_environments(capsys):
     assert "CartPole-v1" in out and "Discrete(2)" in out and "500" in out
     assert "gymnax/Breakout-MinAtar" in out and "brax/ant" in out
     assert "mjx/CheetahRun" in out
+    # The JAX suites' names (the test extra installs them), built with --full.
+    for name in ("navix/Navix-Empty-8x8-v0", "jumanji/Maze-v0", "pgx/2048"):
+        assert name in out
 
 
 def test_algos_lists_learners(capsys):

@@ -11,7 +11,8 @@ def add_subcommands(subparsers, algo: str = DEFAULT) -> None:
     envs.add_argument(
         "--full",
         action="store_true",
-        help="also build the brax and mjx envs to show their spaces (≈10 s each)",
+        help="also build the brax, mjx and JAX-suite envs (Craftax, Navix, ...) "
+        "to show their spaces (seconds each)",
     )
     envs.set_defaults(func=_envs)
     recipes = subparsers.add_parser("recipes", help="list the shipped recipes")
@@ -33,6 +34,27 @@ def _space(space) -> str:
     return repr(space)
 
 
+def _observation(space) -> str:
+    """``[4]``; ``uint8[8, 8, 3] categorical``; ``dict of 6, mask [4]``."""
+    from collections.abc import Mapping
+
+    import numpy as np
+
+    from ondevice_rl.spaces import Discrete
+
+    if isinstance(space, Mapping):
+        mask = space.get("action_mask")
+        text = f"dict of {len(space) - (mask is not None)}"
+        return text + (f", mask [{mask.shape[0]}]" if mask is not None else "")
+    if isinstance(space, Discrete):
+        return f"Discrete({space.n})"
+    dtype = np.dtype(space.dtype).name
+    text = str(list(space.shape))
+    if dtype != "float32":
+        text = f"{dtype}{text}"
+    return text + (" categorical" if getattr(space, "categorical", False) else "")
+
+
 def _envs(args) -> int:
     import sys
 
@@ -41,21 +63,27 @@ def _envs(args) -> int:
 
     from ondevice_rl import envs
     from ondevice_rl.envs.registry import plugin_of
+    from ondevice_rl.envs.suites import SUITES
 
     plugins = envs.load_plugins()  # installed packages' environments
     table = Table(title="environments (or any package.module:factory)")
     columns = ("name", "observation", "action space", "time limit")
     for column in columns + (("package",) if plugins else ()):
         table.add_column(column, no_wrap=column == "name")
+    unbuilt = {prefix: [] for prefix in SUITES}  # names listed below the table
     for name in envs.names():
         plugin = plugin_of(name)
         package = (plugin.distribution if plugin else "",) if plugins else ()
+        prefix = name.partition("/")[0]
+        if prefix in unbuilt and not args.full:
+            unbuilt[prefix].append(name)
+            continue
         if name.startswith(("brax/", "mjx/")) and not args.full:
             table.add_row(name, "-", "(--full builds it)", "-", *package)
             continue
         try:
             env, params = envs.make(name)
-            obs = str(list(env.observation_space(params).shape))
+            obs = _observation(env.observation_space(params))
             action = _space(env.action_space(params))
             limit = getattr(params, "max_steps", None)
             limit = "-" if limit is None else str(int(limit))
@@ -65,7 +93,12 @@ def _envs(args) -> int:
                 # The message names the plugin's distribution.
                 print(f"ondevice-rl envs: warning: {e}", file=sys.stderr)
         table.add_row(name, obs, action, limit, *package)
-    Console().print(table)
+    console = Console()
+    console.print(table)
+    for prefix, names in unbuilt.items():
+        if names:
+            console.print(f"{prefix} ({len(names)}; --full builds them): ", end="")
+            console.print(", ".join(names), highlight=False)
     return 0
 
 
