@@ -298,7 +298,7 @@ def test_metrics_rows_are_keyed_by_update(tmp_path):
     assert [(r["update"], r["r"]) for r in rows] == [(1, 1.0), (2, 2.5), (3, 3.0)]
     assert [r["update"] for r in truncate_metrics(path, 2)] == [1, 2]
     assert [r["update"] for r in read_metrics(path)] == [1, 2]
-    with pytest.raises(RunDirError, match="holds 2 of the 3 updates"):
+    with pytest.raises(RunDirError, match="ends at update 2, not at the update 3"):
         truncate_metrics(path, 3)
     path.write_text(row(1, 1.0) + json.dumps({"update": 0}) + "\n" + row(2, 2.0))
     with pytest.raises(RunDirError, match=r"line 2: update must be a positive"):

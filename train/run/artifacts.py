@@ -121,15 +121,18 @@ def append_metrics(
     steps_per_update: int,
     done: int,
     updates: np.ndarray | None = None,
+    sync: bool = True,
 ) -> None:
     """Appends the rows after update ``done`` (``metric_rows``) in one write,
-    flushed and synced: the file only ever ends with whole lines (a kill
-    mid-write at most loses this segment's rows, which a resume recomputes)."""
+    flushed: the file only ever ends with whole lines (a kill mid-write at
+    most loses this segment's rows, which a resume recomputes). ``sync``
+    makes them durable (the runner does before each checkpoint)."""
     text = "".join(metric_rows(metrics, steps_per_update, done, updates))
     with path.open("a") as f:
         f.write(text)
         f.flush()
-        os.fsync(f.fileno())
+        if sync:
+            os.fsync(f.fileno())
 
 
 def _is_int(x: object) -> bool:

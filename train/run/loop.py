@@ -206,6 +206,7 @@ def _record(run: Run, result, segment: Segment, sps: float) -> None:
 
 def save(run: Run) -> None:
     if run.checkpoints is not None:
+        run.files.sync()
         recovery.save(run.checkpoints, run.done, run.state)
         run.saved = run.done
         run.files.checkpointed(run.done, run.rows.tail)

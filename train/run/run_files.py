@@ -13,6 +13,7 @@ resume's final return then reads full-resolution values, not rows.
 """
 
 import contextlib
+import os
 from pathlib import Path
 from typing import Any
 
@@ -150,11 +151,21 @@ class RunFiles:
         if self.out is not None:
             path = self.out / artifacts.METRICS_FILE
             with _writing(path):
-                artifacts.append_metrics(path, rows, self.per_update, 0, updates)
+                artifacts.append_metrics(
+                    path, rows, self.per_update, 0, updates, sync=False
+                )
             with _writing(self.out):
                 self.board.append(rows, updates, sps)
         if self.wandb is not None:
             self.wandb.append(rows, updates, sps)
+
+    def sync(self) -> None:
+        """Makes the rows written so far durable (before a checkpoint: a
+        resume from it finds its rows even after a power cut)."""
+        if self.out is not None:
+            path = self.out / artifacts.METRICS_FILE
+            with _writing(path), path.open("a") as f:
+                os.fsync(f.fileno())
 
     def checkpointed(self, update: int, tail: list[float]) -> None:
         """A checkpoint of update ``update`` was written: ``config.json``

@@ -8,15 +8,18 @@ non-finite values (rows without a finished episode, ``eval_return`` between
 evaluations) are skipped. ``tensorboard --logdir runs/`` then shows every
 run. A resumed run opens a new event file starting with a purge at the
 checkpoint, so the rows the interrupted run wrote after it are hidden, as
-they are dropped from ``metrics.jsonl``. Records are written in the calling
-thread and flushed per segment: a failed write (a full disk) is an
-``OSError`` there, not a dead background thread. ``read_scalars(run_dir)``
-reads them back (tests, tools).
+they are dropped from ``metrics.jsonl``. Records (one event per row) are
+framed here with tensorboardX's CRC, written in the calling thread and
+flushed to the OS per segment, synced to disk only at the end (a kill loses
+nothing; syncing every segment cost a default run more than its rows): a
+failed write (a full disk) is an ``OSError`` there, not a dead background
+thread. ``read_scalars(run_dir)`` reads them back (tests, tools).
 """
 
 import itertools
 import math
 import os
+import socket
 import struct
 import time
 from pathlib import Path
@@ -44,26 +47,42 @@ class TensorBoardLog:
     def __init__(self, run_dir: Path, steps_per_update: int, first_update: int = 0):
         self.steps_per_update = steps_per_update
         try:
-            from tensorboardX.event_file_writer import EventsWriter
             from tensorboardX.proto.event_pb2 import Event, SessionLog
-            from tensorboardX.summary import scalar
+            from tensorboardX.proto.summary_pb2 import Summary
+            from tensorboardX.record_writer import masked_crc32c
         except ImportError:
             self.writer = None
             return
-        self._event, self._scalar = Event, scalar
+        self._event, self._summary, self._crc = Event, Summary, masked_crc32c
         # Two files opened within a second by one process get distinct names.
-        suffix = f".{os.getpid()}.{next(_FILE_NUMBER)}"
-        self.writer = EventsWriter(str(Path(run_dir) / "events"), suffix)
+        name = (
+            f"events.out.tfevents.{int(time.time())}.{socket.gethostname()}"
+            f".{os.getpid()}.{next(_FILE_NUMBER)}"
+        )
+        self.writer = open(Path(run_dir) / name, "wb")  # noqa: SIM115
+        self._write(Event(wall_time=time.time(), file_version="brain.Event:2"))
         if first_update:
             purge = first_update * steps_per_update + 1
             start = SessionLog(status=SessionLog.START)
-            self.writer.write_event(Event(step=purge, file_version="brain.Event:2"))
-            self.writer.write_event(Event(step=purge, session_log=start))
+            self._write(Event(step=purge, file_version="brain.Event:2"))
+            self._write(Event(step=purge, session_log=start))
         self.writer.flush()
 
     @property
     def enabled(self) -> bool:
         return self.writer is not None
+
+    def _write(self, event) -> None:
+        """One TFRecord: length, its CRC, the event, its CRC."""
+        data = event.SerializeToString()
+        header = struct.pack("<Q", len(data))
+        crc = self._crc
+        self.writer.write(
+            header
+            + struct.pack("<I", crc(header))
+            + data
+            + struct.pack("<I", crc(data))
+        )
 
     def append(
         self,
@@ -72,30 +91,34 @@ class TensorBoardLog:
         sps: float | None = None,
     ) -> None:
         """Writes the ``[R]`` rows ending at ``updates`` (and the segment's
-        steps per second at the last) and flushes them to disk."""
+        steps per second at the last), one event per row, and flushes them
+        to disk."""
         if self.writer is None:
             return
         now = time.time()
         steps = (np.asarray(updates, np.int64) * self.steps_per_update).tolist()
-        for name, values in metrics.items():
-            tag = metric_tag(name)
-            for step, value in zip(
-                steps, np.asarray(values, np.float64).tolist(), strict=True
-            ):
-                if math.isfinite(value):
-                    self._write(now, step, tag, value)
-        if sps is not None and steps:
-            self._write(now, steps[-1], metric_tag("sps"), sps)
+        tags = [metric_tag(name) for name in metrics]
+        columns = [np.asarray(v, np.float64).tolist() for v in metrics.values()]
+        value = self._summary.Value
+        for i, step in enumerate(steps):
+            values = [
+                value(tag=tag, simple_value=column[i])
+                for tag, column in zip(tags, columns, strict=True)
+                if math.isfinite(column[i])
+            ]
+            if sps is not None and i == len(steps) - 1:
+                values.append(value(tag=metric_tag("sps"), simple_value=sps))
+            summary = self._summary(value=values)
+            self._write(self._event(wall_time=now, step=step, summary=summary))
         self.writer.flush()
 
-    def _write(self, now: float, step: int, tag: str, value: float) -> None:
-        summary = self._scalar(tag, value)
-        self.writer.write_event(self._event(wall_time=now, step=step, summary=summary))
-
     def close(self) -> None:
+        """Syncs the file to disk and closes it."""
         if self.writer is not None:
             writer, self.writer = self.writer, None
-            writer.close()
+            with writer:
+                writer.flush()
+                os.fsync(writer.fileno())
 
 
 def _records(path: Path):
