@@ -17,6 +17,7 @@ import jax
 import jax.numpy as jnp
 
 from ondevice_rl.networks import ACTIVATIONS
+from ondevice_rl.precision import DEFAULT_MATMUL_PRECISION, MATMUL_PRECISIONS
 from ondevice_rl.ranges import (  # noqa: F401  (re-exported for the learners)
     MAX_INT,
     NON_NEGATIVE,
@@ -95,6 +96,7 @@ class LearnerConfig:
     CHOICES: ClassVar[Mapping[str, tuple[str, ...]]] = {
         "activation": tuple(ACTIVATIONS),
         "lr_schedule": LR_SCHEDULES,
+        "matmul_precision": MATMUL_PRECISIONS,
     }
 
     env: str = "CartPole-v1"
@@ -104,6 +106,11 @@ class LearnerConfig:
     activation: str = "tanh"
     #: Learning rate over the run: "constant", "linear" (to 0) or "cosine".
     lr_schedule: str = "constant"
+    #: Precision of every matmul and convolution (``ondevice_rl.precision``):
+    #: "highest" (float32 on every platform), "high" or "default" (TF32 on
+    #: GPUs that have it, bfloat16 passes on TPU). Static: it changes the
+    #: program; on CPU all three give the same one.
+    matmul_precision: str = DEFAULT_MATMUL_PRECISION
     learning_rate: float = traced(2.5e-4, POSITIVE, "optimiser step size")
     gamma: float = traced(0.99, UNIT, "discount")
     max_grad_norm: float = traced(0.5, POSITIVE, "global-norm gradient clip")

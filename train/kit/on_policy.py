@@ -25,7 +25,12 @@ from ondevice_rl.train.kit.agent import Agent, carry_at
 from ondevice_rl.train.kit.env_setup import EnvSetup
 from ondevice_rl.train.kit.minibatches import shuffled_minibatches
 from ondevice_rl.train.kit.optim import gradient_step
-from ondevice_rl.train.kit.protocol import HostLoop, Trainer, scan_updates
+from ondevice_rl.train.kit.protocol import (
+    HostLoop,
+    Trainer,
+    at_config_precision,
+    scan_updates,
+)
 from ondevice_rl.train.kit.schedules import learning_rate_fn
 from ondevice_rl.train.kit.state import TrainState, advanced, initial_state
 
@@ -215,13 +220,15 @@ def on_policy_trainer(
         out = agent.step(params, (), obs, None)[1]
         return learner.act(out, key, None, 0, split_action_mask(obs)[1])
 
-    return Trainer(
-        config,
-        setup,
-        agent.network,
-        init,
-        scan_updates(update),
-        learner.policy,
-        agent.initial_carry,
-        None if agent.memory else HostLoop(host_act, learn),
+    return at_config_precision(
+        Trainer(
+            config,
+            setup,
+            agent.network,
+            init,
+            scan_updates(update),
+            learner.policy,
+            agent.initial_carry,
+            None if agent.memory else HostLoop(host_act, learn),
+        )
     )

@@ -20,6 +20,7 @@ from typing import Any, NamedTuple
 
 import jax
 
+from ondevice_rl.precision import at_matmul_precision
 from ondevice_rl.ranges import Range
 from ondevice_rl.train.kit.env_setup import EnvSetup
 
@@ -99,8 +100,37 @@ def feed_forward_trainer(
 ) -> Trainer:
     """The ``Trainer`` of a learner whose policy has no carry: ``run`` scans
     ``update(state, hp, env_params) -> (state, metrics)``."""
-    return Trainer(
-        config, setup, network, init, scan_updates(update), policy, no_carry, host_loop
+    return at_config_precision(
+        Trainer(
+            config,
+            setup,
+            network,
+            init,
+            scan_updates(update),
+            policy,
+            no_carry,
+            host_loop,
+        )
+    )
+
+
+def at_config_precision(trainer: Trainer) -> Trainer:
+    """``trainer`` with ``init``, ``run``, ``policy`` and the host loop's
+    functions traced at ``config.matmul_precision`` (``ondevice_rl.precision``):
+    every matmul of the learner, gradients included, at that precision."""
+    precision = trainer.config.matmul_precision
+
+    def at(fn):
+        return at_matmul_precision(fn, precision)
+
+    host_loop = trainer.host_loop
+    if host_loop is not None:
+        host_loop = HostLoop(at(host_loop.act), at(host_loop.learn))
+    return trainer._replace(
+        init=at(trainer.init),
+        run=at(trainer.run),
+        policy=at(trainer.policy),
+        host_loop=host_loop,
     )
 
 
