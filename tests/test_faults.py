@@ -429,6 +429,15 @@ def test_a_damaged_sweep_chunk_is_moved_aside_and_retrained(tmp_path, capsys):
     assert "resuming: 3 member(s) already trained" in err
     assert (out / "members" / "damaged" / chunk.name).is_file()
     assert (out / "sweep.csv").read_text() == whole
+    # A chunk whose members' parameters are lost or damaged trains again too.
+    (out / "members" / "params-1-1.npz").unlink()
+    _damage(out / "members" / "params-3-1.npz", "flip")
+    assert main(["sweep", "--resume", "--out", str(out), "--no-progress"]) == 0
+    err = capsys.readouterr().err
+    assert "chunk-1-1.npz: damaged (no parameters kept for member 1)" in err
+    assert "params-3-1.npz: damaged" in err and "resuming: 2 member(s)" in err
+    assert (out / "sweep.csv").read_text() == whole
+    assert len(list((out / "members").glob("params-*.npz"))) == 4
     _damage(out / "curves.npz", "flip")
     assert main(["plot", str(out), "--out", str(tmp_path / "c.png")]) == 2
     _one_line_error(capsys.readouterr().err, "plot", "curves.npz: damaged")

@@ -441,6 +441,26 @@ def test_every_learner_copies_its_whole_state_and_refills(name):
     assert np.all(np.isfinite(halving.curves["episode_return"]))
 
 
+@pytest.mark.slow
+def test_halving_brackets_judge_later_brackets_later():
+    """Two brackets, min 1 round, eta 2, 6 rounds: bracket 0 is judged at
+    ages 1, 2, 4, bracket 1 at 2, 4; slots are dealt to brackets in turn."""
+    config = TINY.replace(total_timesteps=2 * 8 * 12)  # 6 rounds of 2
+    space = {"learning_rate": LogUniform(1e-4, 1e-2)}
+    result = run_search(
+        config, Halving(eta=2, min_rounds=1, brackets=2), seeds=1, search=space,
+        samples=8, round_updates=2, score_episodes=4,
+    )  # fmt: skip
+    events = result.lineage("event")
+    place = np.arange(8)  # one group: a member's place is its index
+    first, second = place % 2 == 0, place % 2 == 1
+    assert (events[0, first] == REFILLED).sum() == 2  # 4 in bracket 0 -> 2 go on
+    assert (events[0, second] == REFILLED).sum() == 0  # bracket 1: not yet judged
+    assert (events[1, second] == REFILLED).sum() == 2  # its first rung, age 2
+    rung = result.lineage("rung")
+    assert rung[-1].max() >= 2
+
+
 CLI = "import sys; from ondevice_rl.train.cli import main; sys.exit(main())"
 SEARCH_ARGS = [
     "sweep", "--strategy", "pbt", "--seeds", "2", "--samples", "4",
@@ -509,8 +529,7 @@ def _free_port() -> int:
 @pytest.mark.slow
 def test_two_processes_search_as_one_process_with_two_devices(tmp_path):
     """The population split over two processes (one CPU device each, gloo)
-    gives one process's lineage with two devices; then a halving search with
-    brackets over the same two processes."""
+    gives one process's lineage with two devices."""
     args = [*SEARCH_ARGS[:-7], "--round-updates", "5", "--no-progress"]
     cache = tmp_path / "cache"
     single = tmp_path / "single"

@@ -71,15 +71,19 @@ def save_params(folder: Path, members: dict[int, tuple[dict, Any]]) -> Path | No
         )
         for name, value in params_arrays(params).items():
             arrays[f"{index}/{name}"] = value
-    first = min(members)
-    path = folder / f"params-{first}-{len(members)}.npz"
-    tmp = folder / f".tmp-params-{first}.npz"
+    return save_npz(folder / f"params-{min(members)}-{len(members)}.npz", arrays)
+
+
+def save_npz(path: Path, arrays: dict[str, np.ndarray]) -> Path:
+    """Writes ``arrays`` to ``path`` atomically: a kill or a full disk leaves
+    the old file or the new one, never half of one."""
+    tmp = path.with_name(f".tmp-{path.name}")
     try:
         np.savez(tmp, **arrays)
         os.replace(tmp, path)
     except OSError:
         with contextlib.suppress(OSError):
-            tmp.unlink()  # a full disk: leave no half file behind
+            tmp.unlink()
         raise
     return path
 

@@ -23,12 +23,10 @@ from typing import Any
 
 import jax
 import numpy as np
-from jax.sharding import Mesh
 
 from ondevice_rl.sharding import put_sharded, to_host
 from ondevice_rl.train.kit.state import policy_params
 from ondevice_rl.train.services.interrupt import stop_at_boundary, wait_ready
-from ondevice_rl.train.services.programs import ProgramCache
 from ondevice_rl.train.services.progress import ProgressBar
 from ondevice_rl.train.sweep import search_store
 from ondevice_rl.train.sweep.search_result import SearchResult
@@ -50,29 +48,19 @@ def search_plan(
     search: Mapping[str, Any],
     strategy: Any,
     *,
-    round_updates: int | None = None,
-    score_episodes: int = DEFAULT_SCORE_EPISODES,
-    memory_budget_bytes: int | None = None,
-    mesh: Mesh | None = None,
-    cache: ProgramCache | None = None,
     progress: bool = False,
     out: Path | None = None,
     resume: bool = False,
     on_round: RoundCallback | None = None,
     sample_seed: int = 0,
+    **setup: Any,
 ) -> SearchResult:
     """Runs ``strategy`` over ``plan``'s members (see ``run_search``);
-    ``sample_seed`` also seeds the strategy's own random choices."""
-    setup = prepare(
-        plan,
-        search,
-        strategy,
-        round_updates=round_updates,
-        score_episodes=score_episodes,
-        memory_budget_bytes=memory_budget_bytes,
-        mesh=mesh,
-        cache=cache,
-    )
+    ``sample_seed`` also seeds the strategy's own random choices; ``setup``
+    goes to ``search_setup.prepare`` (``round_updates``, ``score_episodes``,
+    ``memory_budget_bytes``, ``mesh``, ``cache``)."""
+    score_episodes = setup.setdefault("score_episodes", DEFAULT_SCORE_EPISODES)
+    setup = prepare(plan, search, strategy, **setup)
     cache = setup.programs.cache
     result = SearchResult(
         plan, setup.strategy, setup.lengths, setup.group, score_episodes

@@ -16,7 +16,6 @@ damaged, is reported with why, for the resume to move it into
 """
 
 import contextlib
-import os
 import shutil
 import zipfile
 import zlib
@@ -128,17 +127,8 @@ def save_members(out: Path, metrics: dict[int, dict[str, np.ndarray]]) -> None:
         return
     folder = out / MEMBERS_DIR
     folder.mkdir(parents=True, exist_ok=True)
-    first = min(metrics)
     arrays = {f"{i}/{name}": v for i, m in metrics.items() for name, v in m.items()}
-    path = folder / f"chunk-{first}-{len(metrics)}.npz"
-    tmp = folder / f".tmp-{first}.npz"
-    try:
-        np.savez(tmp, **arrays)
-        os.replace(tmp, path)
-    except OSError:
-        with contextlib.suppress(OSError):
-            tmp.unlink()  # a full disk: leave no half file behind
-        raise
+    member_files.save_npz(folder / f"chunk-{min(metrics)}-{len(metrics)}.npz", arrays)
 
 
 def save_params(out: Path, result: Any, indices: Any) -> None:
