@@ -17,6 +17,13 @@ ours, at ``params.max_steps`` (default Navix's own default, 100 steps).
 Navix draws its randomness (dynamic obstacles) from a key in its state, so
 ``step`` ignores its key.
 
+Navix's reset also renders the grid's background into a "rendering cache"
+kept in the state (≈12 kB per 8×8 env), read only by its RGB observations;
+its own auto-reset passes the previous episode's cache on. With symbolic
+observations the adapter gives reset a one-tile placeholder instead: no
+rendering per reset, no background in the state. RGB observations render it
+at every reset (so a new layout gets its own background).
+
 Observations keep Navix's ``uint8`` and are declared categorical: the
 symbolic grids ``[H, W, 3]`` hold (object id ≤ 10, colour ≤ 5, state ≤ 3: a
 door's open/closed/locked or the agent's direction) per cell. In
@@ -122,9 +129,14 @@ class NavixAdapter(SuiteAdapter):
             observation_fn=getattr(nx.observations, observation),
             **kwargs,
         )
+        self._cache = None  # RGB: Navix renders the background at each reset
+        if not observation.startswith("rgb"):
+            tile = nx.rendering.cache.TILE_SIZE
+            patches = jnp.zeros((1, tile, tile, 3), jnp.uint8)
+            self._cache = nx.rendering.cache.RenderingCache(patches=patches)
 
     def _reset(self, key, params):
-        timestep = self.navix_env.reset(key)
+        timestep = self.navix_env.reset(key, self._cache)
         return timestep.observation, timestep
 
     def _step(self, key, inner, action, params):

@@ -383,3 +383,17 @@ def test_craftax_classic_matches_craftax_step():
 @pytest.mark.slow
 def test_craftax_matches_craftax_step():
     _compare_with_craftax("Craftax-Symbolic-v1", 100_000)
+
+
+def test_bench_env_sets_a_suite_beside_its_own_auto_reset():
+    _suite("navix")
+    from ondevice_rl.train.bench import env_speed
+
+    name = "navix/Navix-Empty-5x5-v0"
+    env = env_speed.run_env_bench((name,), (2,), True, True, lambda _: None)
+    rows = {(r["env"], r["impl"]): r for r in env["results"]}
+    ours, theirs = rows[name, "adapter"], rows[f"{name} (suite's auto-reset)", "suite"]
+    assert ours["steps"] == theirs["steps"] == 512 and ours["sps"] > 0
+    assert env["ratio_vs_suite"][name][2] == ours["sps"] / theirs["sps"]
+    # 2 envs × 512 random steps, episodes of at most 100 steps on both sides.
+    assert ours["episodes"] >= 10 and theirs["episodes"] >= 10

@@ -9,7 +9,10 @@ one step's worth); compile time is measured apart.
 
 ``--compare`` adds, for CartPole, gymnax's own auto-resetting ``env.step``
 vmapped the way gymnax users write it, and gymnasium's synchronous vector env
-stepping on the host with random actions.
+stepping on the host with random actions; and for every env of a JAX suite
+(Craftax, Navix, ...), the suite's own auto-resetting step
+(``train/bench/suite_speed.py``), at the suites' batch sizes (default up to
+4096).
 """
 
 import time
@@ -23,6 +26,7 @@ import numpy as np
 
 from ondevice_rl import envs
 from ondevice_rl.spaces import Discrete
+from ondevice_rl.train.bench import suite_speed
 from ondevice_rl.wrappers import AutoReset, EpisodeStats
 
 DEFAULT_BATCHES = (1, 64, 1024, 4096, 16384)
@@ -39,12 +43,13 @@ BRAX = ("brax/inverted_pendulum", "brax/ant")
 
 
 def default_envs(quick: bool) -> tuple[str, ...]:
-    """Our ports, their gymnax adapters, and ``BRAX`` if installed."""
+    """Our ports, their gymnax adapters, ``BRAX`` and one env of each JAX
+    suite (``suite_speed.SUITE_ENVS``) if installed."""
     if quick:
         return QUICK_ENVS
     adapters = tuple(n for n in envs.names() if n.startswith("gymnax/"))
     brax = tuple(n for n in BRAX if n in envs.names())
-    return OURS + adapters + brax
+    return OURS + adapters + brax + suite_speed.installed_suite_envs()
 
 
 def num_steps_for(batch: int, quick: bool, name: str = "") -> int:
@@ -52,6 +57,8 @@ def num_steps_for(batch: int, quick: bool, name: str = "") -> int:
     target, low, high = (2**16, 16, 2048) if quick else (2**21, 64, 16384)
     if name.startswith("brax/"):
         target, high = target // 32, high // 32
+    elif suite_speed.has_native(name):
+        target, high = target // 4, high // 4
     return int(np.clip(target // batch, low, high))
 
 
@@ -196,18 +203,36 @@ def run_env_bench(
     compare: bool,
     quick: bool,
     log: Callable[[str], None] = print,
+    suite_batches: tuple[int, ...] | None = None,
 ) -> dict:
-    """All measurements: ``{"results": [row, ...], "ratio_vs_gymnax": {B: x}}``.
+    """All measurements: ``{"results": [row, ...], "ratio_vs_gymnax": {B: x},
+    "ratio_vs_suite": {env: {B: x}}}``.
 
-    ``ratio_vs_gymnax[B]`` is ours / gymnax's own CartPole steps per second.
+    ``ratio_vs_gymnax[B]`` is ours / gymnax's own CartPole steps per second;
+    ``ratio_vs_suite[env][B]`` ours / the suite's own auto-resetting step
+    (with ``compare``). The JAX suites' envs run at ``suite_batches``
+    (default ``batches``).
     """
-    rows = []
+    rows, suite_rows = [], []
     for name in names:
-        for batch in batches:
+        native = suite_speed.has_native(name)
+        for batch in (suite_batches or batches) if native else batches:
             steps = num_steps_for(batch, quick, name)
             log(f"env {name} × {batch} ({steps} steps)")
             fn = partial(bench_ours, name, batch, steps)
             rows.append(_guard(fn, name, "ondevice_rl", batch))
+            if compare and native:
+                log(f"env {name} × {batch}: the suite's own auto-reset")
+                fn = partial(suite_speed.bench_suite, name, batch, steps)
+                row = suite_speed.suite_row_name(name)
+                suite_rows.append(_guard(fn, row, "suite", batch))
+    rows += suite_rows
+    by_suite = {}
+    for name in names:
+        if compare and suite_speed.has_native(name):
+            theirs = _series(rows, suite_speed.suite_row_name(name))
+            ours = _series(rows, name)
+            by_suite[name] = {b: ours[b] / theirs[b] for b in ours if b in theirs}
     ratios = {}
     if compare:
         budget = 0.3 if quick else 1.5
@@ -222,7 +247,12 @@ def run_env_bench(
         ratios = {
             b: ours[b] / theirs[b] for b in batches if ours.get(b) and theirs.get(b)
         }
-    return dict(results=rows, ratio_vs_gymnax=ratios, compare_batch=COMPARE_BATCH)
+    return dict(
+        results=rows,
+        ratio_vs_gymnax=ratios,
+        ratio_vs_suite=by_suite,
+        compare_batch=COMPARE_BATCH,
+    )
 
 
 def _series(rows: list[dict], env: str) -> dict[int, float]:

@@ -36,6 +36,10 @@ def env_table(env: dict) -> Table:
     if ratios:
         cells = [f"{ratios[b]:.2f}×" if b in ratios else "" for b in batches]
         table.add_row("CartPole-v1 ours / gymnax", "ratio", *cells)
+    for name, by_batch in (env.get("ratio_vs_suite") or {}).items():
+        by_batch = {int(b): x for b, x in by_batch.items()}  # JSON keys: str
+        cells = [f"{by_batch[b]:.2f}×" if b in by_batch else "" for b in batches]
+        table.add_row(f"{name} ours / suite", "ratio", *cells)
     return table
 
 

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from ondevice_rl._xla import use_cpu_cores
 from ondevice_rl.train.bench import env_speed, host, report, train_speed
+from ondevice_rl.train.bench.suite_speed import SUITE_BATCHES
 from ondevice_rl.train.bench.train_speed import BenchError
 from ondevice_rl.train.cli.args import (
     add_cpu_devices_argument,
@@ -63,8 +64,8 @@ def _add_flags(parser: argparse.ArgumentParser, suppress: bool) -> None:
         type=lambda s: tuple(s.replace(",", " ").split()),
         default=argparse.SUPPRESS if suppress else None,
         metavar="NAMES",
-        help="registered env names (default: "
-        "our ports, gymnax adapters, brax if installed)",
+        help="registered env names (default: our ports, gymnax adapters, "
+        "brax and one env per JAX suite if installed)",
     )
     group.add_argument(
         "--batch-sizes",
@@ -77,8 +78,8 @@ def _add_flags(parser: argparse.ArgumentParser, suppress: bool) -> None:
         "--compare",
         action=argparse.BooleanOptionalAction,
         default=argparse.SUPPRESS if suppress else None,
-        help="also gymnax's own CartPole and gymnasium's vector env "
-        "(default: on when all parts run)",
+        help="also gymnax's own CartPole and gymnasium's vector env, and each "
+        "JAX suite's own auto-resetting step (default: on when all parts run)",
     )
     group = parser.add_argument_group("train")
     group.add_argument(
@@ -242,7 +243,11 @@ def _run(args) -> int:
         compare = args.compare
         if compare is None:  # on in a full ``bench``; off in parts and --quick
             compare = args.part is None and not quick
-        results["env"] = env_speed.run_env_bench(names, batches, compare, quick, _log)
+        # The JAX suites at 1 … 4096 envs unless --batch-sizes says otherwise.
+        suite_batches = None if args.batch_sizes or quick else SUITE_BATCHES
+        results["env"] = env_speed.run_env_bench(
+            names, batches, compare, quick, _log, suite_batches
+        )
     if "train" in parts:
         seeds = args.seeds or (
             train_speed.QUICK_SEEDS if quick else train_speed.DEFAULT_SEEDS

@@ -1,0 +1,181 @@
+"""``bench env --compare`` for the JAX suites: each suite's own auto-resetting
+step, vmapped the way its users write it, beside our adapter in
+``EpisodeStats(AutoReset(env))`` (``env_speed.bench_ours``), with the same
+random policy, batch sizes and scan lengths.
+
+The suites' own auto-resets (each one computes a reset every step and
+selects, as ours does, unless said otherwise):
+
+* Craftax: the ``auto_reset=True`` environment's ``step``;
+* Navix: ``env.step(timestep, action)`` (a ``lax.cond`` on the previous step
+  type: under ``vmap``, both branches);
+* XLand-MiniGrid: ``GymAutoResetWrapper``;
+* Jumanji: ``AutoResetWrapper`` (a ``lax.cond`` on ``timestep.last()``);
+* popgym-arcade: ``step_env``, ``reset_env`` and a select, as its gymnax
+  (stable-gymnax) defines ``step`` (gymnax 1.0.1's ``step`` reads a time
+  limit popgym-arcade does not set);
+* pgx: ``pgx.experimental.auto_reset(env.step, env.init)``.
+
+Each native step is given a suite action: our ``Discrete`` index, turned
+into Jumanji's several choices where it has them (as the adapter does).
+"""
+
+from collections.abc import Callable
+from typing import Any
+
+import jax
+
+from ondevice_rl import envs
+
+#: One env per suite benchmarked by default (when the suite is installed).
+SUITE_ENVS = (
+    "craftax/Craftax-Classic-Symbolic-v1",
+    "navix/Navix-Empty-8x8-v0",
+    "xminigrid/MiniGrid-Empty-8x8",
+    "jumanji/Maze-v0",
+    "popgym/CartPoleEasy",
+    "pgx/2048",
+)
+#: The batch sizes of the suites' default runs (a Craftax world is ~100 kB).
+SUITE_BATCHES = (1, 64, 1024, 4096)
+
+#: ``(reset(key, params) -> (obs, state), step_done(key, state, action,
+#: params) -> (state, done))``, unbatched, and the params to pass.
+Native = tuple[Callable, Callable, Any]
+
+
+def installed_suite_envs() -> tuple[str, ...]:
+    """``SUITE_ENVS`` whose suite is installed."""
+    return tuple(name for name in SUITE_ENVS if name in envs.names())
+
+
+def has_native(name: str) -> bool:
+    return name.partition("/")[0] in NATIVES
+
+
+def native_step(name: str) -> Native:
+    """The suite's own auto-resetting step for our env ``name``."""
+    prefix, _, suite_id = name.partition("/")
+    adapter, _ = envs.make(name)
+    return NATIVES[prefix](adapter, suite_id)
+
+
+def _craftax(adapter: Any, suite_id: str) -> Native:
+    from craftax.craftax_env import make_craftax_env_from_name
+
+    env = make_craftax_env_from_name(suite_id, auto_reset=True)
+
+    def step_done(key, state, action, params):
+        _, state, _, done, _ = env.step(key, state, action, params)
+        return state, done
+
+    return env.reset, step_done, adapter.default_params().env_params
+
+
+def _navix(adapter: Any, suite_id: str) -> Native:
+    import navix
+
+    env = navix.make(suite_id)
+
+    def reset(key, params):
+        timestep = env.reset(key)
+        return timestep.observation, timestep
+
+    def step_done(key, timestep, action, params):
+        timestep = env.step(timestep, action)
+        return timestep, timestep.is_done()
+
+    return reset, step_done, None
+
+
+def _xminigrid(adapter: Any, suite_id: str) -> Native:
+    import xminigrid
+    from xminigrid.wrappers import GymAutoResetWrapper
+
+    env, env_params = xminigrid.make(suite_id)
+    env = GymAutoResetWrapper(env)
+
+    def reset(key, params):
+        timestep = env.reset(params, key)
+        return timestep.observation, timestep
+
+    def step_done(key, timestep, action, params):
+        timestep = env.step(params, timestep, action)
+        return timestep, timestep.last()
+
+    return reset, step_done, env_params
+
+
+def _jumanji(adapter: Any, suite_id: str) -> Native:
+    import jumanji
+    from jumanji.wrappers import AutoResetWrapper
+
+    env = AutoResetWrapper(jumanji.make(suite_id))
+
+    def reset(key, params):
+        state, timestep = env.reset(key)
+        return timestep.observation, state
+
+    def step_done(key, state, action, params):
+        state, timestep = env.step(state, adapter._suite_action(action))
+        return state, timestep.last()
+
+    return reset, step_done, None
+
+
+def _popgym(adapter: Any, suite_id: str) -> Native:
+    env = adapter.popgym_env  # popgym-arcade's game (see the adapter)
+
+    def step_done(key, state, action, params):
+        step_key, reset_key = jax.random.split(key)
+        _, stepped, _, done, _ = env.step_env(step_key, state, action, params)
+        _, fresh = env.reset_env(reset_key, params)
+        state = jax.tree.map(lambda a, b: jax.lax.select(done, a, b), fresh, stepped)
+        return state, done
+
+    return env.reset_env, step_done, adapter.default_params().env_params
+
+
+def _pgx(adapter: Any, suite_id: str) -> Native:
+    import pgx
+    from pgx.experimental import auto_reset
+
+    env = pgx.make(suite_id)
+    step = auto_reset(env.step, env.init)
+
+    def reset(key, params):
+        state = env.init(key)
+        return state.observation, state
+
+    def step_done(key, state, action, params):
+        state = step(state, action, key)
+        return state, state.terminated | state.truncated
+
+    return reset, step_done, None
+
+
+NATIVES: dict[str, Callable[[Any, str], Native]] = {
+    "craftax": _craftax,
+    "navix": _navix,
+    "xminigrid": _xminigrid,
+    "jumanji": _jumanji,
+    "popgym": _popgym,
+    "pgx": _pgx,
+}
+
+
+def bench_suite(name: str, batch: int, steps: int, seed: int = 0) -> dict:
+    """The suite's own auto-resetting step for our env ``name``, timed as
+    ``env_speed.bench_ours`` times ours."""
+    from ondevice_rl.train.bench.env_speed import _random_policy
+
+    adapter, params = envs.make(name)
+    reset, step_done, native_params = native_step(name)
+    space = adapter.action_space(params)
+    result = _random_policy(reset, step_done, space, native_params, batch, steps, seed)
+    return dict(env=suite_row_name(name), impl="suite", **result)
+
+
+def suite_row_name(name: str) -> str:
+    """The bench row of the suite's own step for our env ``name``."""
+    return f"{name} (suite's auto-reset)"
