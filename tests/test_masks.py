@@ -86,7 +86,7 @@ def test_agent_strips_the_mask_and_masks_its_output(mask_setup):
     assert mask_setup.action_mask and mask_setup.obs_shape is None
     config = get_algorithm("pqn").config(env="Probe-Mask-v0", hidden=(8,))
     agent = build_agent(mask_setup, config, "q")
-    params = agent.init(KEY)
+    params = jax.jit(agent.init)(KEY)
     obs = second_step([FULL, RESTRICTED])
     _, q = agent.step(params, (), obs, None)
     plain = agent.network.apply(params, split_action_mask(obs)[0])
