@@ -16,13 +16,13 @@ from pathlib import Path
 from ondevice_rl.train.cli.args import int_arg
 from ondevice_rl.train.cli.sweep_specs import CLIError
 
-#: Flags of each strategy's settings: flag -> (strategy, field, type).
+#: Flags of each strategy's settings: flag -> (strategy, field).
 _SETTINGS = {
-    "--fraction": ("pbt", "fraction", float),
-    "--resample-prob": ("pbt", "resample_prob", float),
-    "--eta": ("halving", "eta", int),
-    "--min-rounds": ("halving", "min_rounds", int),
-    "--brackets": ("halving", "brackets", int),
+    "--fraction": ("pbt", "fraction"),
+    "--resample-prob": ("pbt", "resample_prob"),
+    "--eta": ("halving", "eta"),
+    "--min-rounds": ("halving", "min_rounds"),
+    "--brackets": ("halving", "brackets"),
 }
 
 
@@ -86,7 +86,7 @@ def read_strategy(args) -> dict | None:
     plain sweep); one-line ``CLIError`` for a setting of another strategy."""
     given = {
         flag: getattr(args, field)
-        for flag, (_, field, _) in _SETTINGS.items()
+        for flag, (_, field) in _SETTINGS.items()
         if getattr(args, field) is not None
     }
     if args.strategy is None:
@@ -98,7 +98,7 @@ def read_strategy(args) -> dict | None:
         return None
     settings = {"name": args.strategy}
     for flag, value in given.items():
-        owner, field, _ = _SETTINGS[flag]
+        owner, field = _SETTINGS[flag]
         if owner != args.strategy:
             raise CLIError(f"{flag} is a {owner} setting, not {args.strategy}'s")
         settings[field] = value

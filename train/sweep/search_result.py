@@ -17,8 +17,8 @@ from typing import Any
 import numpy as np
 
 from ondevice_rl.train.sweep.results import first_nonfinite, scores
+from ondevice_rl.train.sweep.rounds import EVENTS
 from ondevice_rl.train.sweep.space import SweepPlan
-from ondevice_rl.train.sweep.strategies import EVENTS, KEPT
 
 #: ``lineage.npz`` and ``lineage.csv`` fields besides ``hp/<name>``.
 RECORD_FIELDS = ("score", "finite", "parent", "event", "trial", "rung")
@@ -224,6 +224,3 @@ def _row(tree: Any, i: int) -> Any:
     import jax
 
     return jax.tree.map(lambda x: np.asarray(x)[i], tree)
-
-
-__all__ = ["KEPT", "RECORD_FIELDS", "SearchResult"]
