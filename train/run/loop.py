@@ -111,6 +111,7 @@ def run_segments(run: Run, stop, options: Options) -> None:
     value."""
     per_update, every = run.spec.config.steps_per_update, options.checkpoint_every
     start = last_save = time.perf_counter()
+    compiled = run.compile_s  # more compiles on the way are not run time
     run.bar.update(run.done * per_update, math.nan, 0.0)
     first = True
     try:
@@ -151,7 +152,7 @@ def run_segments(run: Run, stop, options: Options) -> None:
                 save(run)  # stopped from on_segment
             except OSError as e:
                 run.write_error = e
-    run.run_s = time.perf_counter() - start
+    run.run_s = time.perf_counter() - start - (run.compile_s - compiled)
 
 
 def _shorten(run: Run, segment: Segment, seconds: float) -> None:
@@ -165,7 +166,8 @@ def _shorten(run: Run, segment: Segment, seconds: float) -> None:
     run.spec = spec = spec._replace(segment_length=length)
     run.plan = plan(spec, run.done)
     run.files.info["segment_length"] = length
-    run.files.start(run.files.info["segments"][:1] + [s.length for s in run.plan], 0)
+    lengths = run.files.info["segments"][:1] + [s.length for s in run.plan]
+    run.files.start(lengths, run.done)
     run.bar.log(f"segments of {length} updates from here (one took {seconds:.0f} s)")
     before = run.compile_s
     _compile_more(run)
