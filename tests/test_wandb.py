@@ -6,6 +6,7 @@ import struct
 
 import numpy as np
 import pytest
+from test_run_entry import RUN  # 24 updates of 2 x 8 steps, in 12 segments
 
 import ondevice_rl
 
@@ -69,20 +70,8 @@ def test_the_runs_config_and_rows_reach_wandb(tmp_path, monkeypatch):
     monkeypatch.setenv("WANDB_SILENT", "true")
     monkeypatch.setenv("ONDEVICE_RL_CACHE_DIR", "off")
     monkeypatch.chdir(tmp_path)
-    result = ondevice_rl.run_training(
-        env="CartPole-v1",
-        total_timesteps=384,
-        num_envs=2,
-        num_steps=8,
-        hidden=(8,),
-        update_epochs=1,
-        num_minibatches=1,
-        seed=1,
-        segments=12,
-        log_every=4,
-        progress=False,
-        wandb="ondevice-rl-test",
-    )
+    run = dict(RUN, log_every=4, progress=False, wandb="ondevice-rl-test")
+    result = ondevice_rl.run_training(**run)
     stored = json.loads((result.out_dir / "config.json").read_text())["wandb"]
     assert stored["project"] == "ondevice-rl-test"
     (run_dir,) = (tmp_path / "wandb").glob(f"offline-run-*-{stored['id']}")
