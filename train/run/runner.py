@@ -158,6 +158,8 @@ def resume_training(
         RunDirError: one line, before compiling: not a run, a damaged
             ``config.json`` or ``metrics.jsonl``, checkpoints none of which
             verifies (nothing moved then), another process writing there.
+        ValueError: one line, before compiling: the run would not fit in
+            device memory.
         RunWriteError: as ``train_from_config``.
     """
     check_run_args(checkpoint_every=checkpoint_every)
@@ -165,6 +167,7 @@ def resume_training(
     spec = RunSpec.stored_in(out)
     if total_timesteps is not None:
         spec = spec.extended(total_timesteps)
+    check_fits(spec.config)  # the device may be another than the run's first
     options = Options(progress, on_segment, checkpoint_every, True)
     with DirLock(out, "{resume}"):
         return _train(spec, out, True, options, WandbLog.resumer(out))

@@ -1,22 +1,31 @@
-"""How many population members fit on a device at once.
+"""How many population members fit on a device at once, and whether one
+does.
 
-Memory rule (chunking). Before compiling, ``estimate_member_bytes`` sizes one
-member from its config with ``jax.eval_shape`` (train state, including any
-replay buffer; one update's trajectory; the activations of one gradient
-batch; metrics) and ``memory_budget`` gives the
-bytes free per device (``device.memory_stats()``, or on CPU the host's
-``MemAvailable`` shared by its local devices, times ``fraction``). A chunk
-holds ``budget // bytes_per_member`` members per device; the population is cut
-into ``n = ceil(P / max_chunk)`` chunks of equal size ``ceil(P / n)`` rounded
-up to a multiple of the device count, the last one padded with copies of a
-member, so one compile serves every chunk. After compiling, XLA's own
-``memory_analysis()`` is checked against the budget and the chunk shrunk (one
-recompile) if the estimate was too low. A cached program of the same config
-is reused instead when it fits the budget and wastes at most half its work on
-padding.
+Memory rule. Before compiling, ``estimate_member_bytes`` sizes one member:
+its whole run (``init`` and every update) is traced, not compiled, and
+``program_bytes.peak_bytes`` counts the most bytes its arrays take at once
+— train state, any replay buffer, recurrent carries, one update's
+trajectory, the activations and gradients of a gradient step, the metrics —
+times ``HEADROOM`` for the gaps XLA's buffer packing leaves. Every run
+(``train``, ``--resume``) and every sweep group goes through it: a member
+that does not fit in the budget is refused in one line before anything
+compiles (``check_member_fits``). ``memory_budget`` gives the bytes free per
+device: on a GPU or TPU ``bytes_limit - bytes_in_use`` of
+``device.memory_stats()`` (with JAX's default preallocation the limit is
+the preallocated pool, 75% of the device), on CPU the host's
+``MemAvailable`` shared by its local devices; times ``fraction``.
+
+Chunking (sweeps). A chunk holds ``budget // bytes_per_member`` members per
+device; the population is cut into ``n = ceil(P / max_chunk)`` chunks of
+equal size ``ceil(P / n)`` rounded up to a multiple of the device count, the
+last one padded with copies of a member, so one compile serves every chunk.
+After compiling, XLA's own ``memory_analysis()`` is checked against the
+budget and the chunk shrunk (one recompile) if the estimate was too low. A
+cached program of the same config is reused instead when it fits the budget
+and wastes at most half its work on padding.
 """
 
-import math
+import functools
 import os
 from typing import Any, NamedTuple
 
@@ -25,51 +34,43 @@ import numpy as np
 from jax.sharding import Mesh
 
 from ondevice_rl.sharding import local_device_count, mesh_size, padded_size
+from ondevice_rl.train.kit.protocol import whole_run
 from ondevice_rl.train.kit.registry import trainer_for
+from ondevice_rl.train.services.program_bytes import peak_bytes
+
+#: The estimate is the traced program's peak count times this. XLA's buffer
+#: assignment leaves gaps when it packs the values into its scratch memory:
+#: on CPU, arguments + outputs + scratch came to 0.7-1.15× the count for
+#: every learner's tiny and default configs, recurrent and image ones
+#: included (up to 1.9× where the count keeps a forward pass XLA:CPU fuses
+#: away, never less than 0.66×).
+HEADROOM = 1.5
 
 
-def _tree_bytes(tree: Any) -> int:
-    # PRNG key arrays have an extended dtype; count them as 2 uint32 words.
-    return sum(
-        math.prod(x.shape)
-        * (
-            8
-            if jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key)
-            else np.dtype(x.dtype).itemsize
-        )
-        for x in jax.tree.leaves(tree)
-    )
-
-
-#: An upper bound on the scalars a learner reports per update.
-METRICS_PER_UPDATE = 16
-
-
+@functools.lru_cache(maxsize=32)
 def estimate_member_bytes(config: Any) -> int:
-    """Rough peak device bytes of one member (shapes only; nothing compiled).
+    """Device bytes one run of ``config`` needs (traced, nothing compiled);
+    see the module docstring."""
+    train = whole_run(trainer_for(config))
+    program = jax.make_jaxpr(train)(jax.random.key(0), config.hyperparams)
+    return int(HEADROOM * peak_bytes(program))
 
-    ``2·state + 3·trajectory + 4·params + activations + 2·metrics``: the scan
-    carry is double-buffered; one update's ``[steps_per_update]`` transitions
-    (obs, next obs and a few scalars) are kept, reshaped and shuffled; the
-    gradients, updates and Adam moments each match the params; a gradient
-    batch of ``M = learn_batch_size`` keeps about ``6·M·(obs + 2·Σhidden)``
-    floats for its forward/backward pass.
-    """
-    trainer = trainer_for(config)
-    state = jax.eval_shape(trainer.init, jax.random.key(0), config.hyperparams)
-    obs_dim = sum(
-        math.prod(leaf.shape) for leaf in jax.tree.leaves(trainer.setup.obs_spec)
-    )
-    traj = 4 * config.steps_per_update * (2 * obs_dim + 8)
-    activations = 4 * 6 * config.learn_batch_size * (obs_dim + 2 * sum(config.hidden))
-    metrics = 4 * config.num_updates * METRICS_PER_UPDATE
-    return int(
-        2 * _tree_bytes(state)
-        + 3 * traj
-        + 4 * _tree_bytes(state.params)
-        + activations
-        + 2 * metrics
-    )
+
+def _gib(n: float) -> str:
+    return f"{n / 2**30:.2f} GiB"
+
+
+def check_member_fits(config: Any, budget: int, what: str = "this run") -> int:
+    """The estimate of ``config``'s member, or ValueError (one line) when it
+    exceeds ``budget`` bytes."""
+    need = estimate_member_bytes(config)
+    if need > budget:
+        raise ValueError(
+            f"{what} needs about {_gib(need)} of device memory (train state, any "
+            f"replay buffer, one update's data and activations) but {_gib(budget)} "
+            "are free; use fewer envs or steps, a smaller buffer or smaller networks"
+        )
+    return need
 
 
 def _host_available_bytes() -> int:
@@ -131,9 +132,10 @@ def plan_chunks(
 
 def max_chunk_for(config: Any, mesh: Mesh, budget: int | None) -> tuple[int, int]:
     """``(max members per chunk, estimated bytes per member)`` under ``budget``
-    (bytes per device; default ``memory_budget(mesh)``)."""
+    (bytes per device; default ``memory_budget(mesh)``); ValueError (one
+    line) if not even one member fits."""
     budget = memory_budget(mesh) if budget is None else budget
-    per_member = max(1, estimate_member_bytes(config))
+    per_member = max(1, check_member_fits(config, budget, "one member"))
     return max(1, budget // per_member) * mesh_size(mesh), per_member
 
 
@@ -142,13 +144,4 @@ def check_fits(config: Any, fraction: float = 0.9) -> int:
     ``fraction`` of one device's free memory; returns the estimate."""
     device = jax.devices()[0]
     mesh = Mesh(np.asarray([device], dtype=object), ("pop",))
-    budget = memory_budget(mesh, fraction)
-    need = estimate_member_bytes(config)
-    if need > budget:
-        raise ValueError(
-            f"this run needs about {need / 2**30:.1f} GiB of device memory "
-            f"(train state, one update's data and activations) but "
-            f"{budget / 2**30:.1f} GiB are free; use fewer envs, steps or "
-            "smaller networks"
-        )
-    return need
+    return check_member_fits(config, memory_budget(mesh, fraction))

@@ -20,7 +20,12 @@ from ondevice_rl.distributed import min_bytes_over_processes
 from ondevice_rl.sharding import make_mesh, mesh_size, pad_leading, padded_size
 from ondevice_rl.train.kit.registry import trainer_for
 from ondevice_rl.train.services.interrupt import stop_at_boundary
-from ondevice_rl.train.services.memory import max_chunk_for, memory_budget, plan_chunks
+from ondevice_rl.train.services.memory import (
+    check_member_fits,
+    max_chunk_for,
+    memory_budget,
+    plan_chunks,
+)
 from ondevice_rl.train.services.programs import ProgramCache
 from ondevice_rl.train.services.progress import ProgressBar
 from ondevice_rl.train.sweep.program import (
@@ -82,6 +87,9 @@ def run_plan(
         result.metrics[index] = metrics
     compiles_before, start = cache.compiles, time.perf_counter()
     groups = group_members([m for m in plan.members if result.metrics[m.index] is None])
+    if budget is not None:  # a member that cannot fit is refused before any runs
+        for config, _ in groups:
+            check_member_fits(config, budget, "one member")
     show = progress and jax.process_index() == 0
     stop = None
     try:
