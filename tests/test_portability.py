@@ -144,6 +144,28 @@ def test_matmul_precision_is_the_configs_and_the_cpu_program_ignores_it():
     assert cpu["highest"] == cpu["default"]
 
 
+def test_peak_bytes_by_hand():
+    import jax.numpy as jnp
+
+    from ondevice_rl.train.services.program_bytes import peak_bytes
+
+    def peak(fn, x):
+        return peak_bytes(jax.make_jaxpr(fn)(x))
+
+    vector = jnp.zeros((1024,), jnp.float32)  # 4 KiB, like every array below
+    # Elementwise work fused into its reduction: only the scalar is stored
+    # (one 64-byte aligned slot) beside the argument.
+    assert peak(lambda x: jnp.sum(jnp.exp(x) * 2), vector) == 4096 + 64
+    # A matmul's result is stored: the argument, m @ m, then the result.
+    assert peak(lambda m: (m @ m) @ m, jnp.zeros((32, 32))) == 3 * 4096
+
+    def doubled_then_filled(x):  # the loop writes into the doubled buffer
+        x = 2 * x
+        return jax.lax.fori_loop(0, 8, lambda i, b: b.at[i].set(1.0), x)
+
+    assert 2 * 4096 < peak(doubled_then_filled, vector) < 3 * 4096
+
+
 def _xla_bytes(compiled) -> int:
     """What a compiled program holds on the device while it runs: its
     arguments, its outputs and XLA's scratch allocation, less buffers an
