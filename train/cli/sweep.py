@@ -36,6 +36,7 @@ from ondevice_rl.train.cli.errors import WRITE_FAILED, fail
 from ondevice_rl.train.cli.sweep_specs import (
     CLIError,
     given_flags,
+    interrupted,
     parse_bytes,
     parse_seeds,
     parse_spec,
@@ -314,12 +315,6 @@ def _sweep(args, out: Path, request: dict, plan, main: bool) -> int:
         report.write_outputs(result, out, top=args.top)
         report.print_result(result, out, top=args.top)
     if result.interrupted:
-        print(
-            f"interrupted: wrote {len(result.finished)} of {len(plan.members)} "
-            f"members; resume with: ondevice-rl sweep --resume --out {out}",
-            file=sys.stderr,
-        )
-        from ondevice_rl.train.services.interrupt import EXIT_STATUS
-
-        return EXIT_STATUS.get(result.stop_signal, 130)
+        kept = f"wrote {len(result.finished)} of {len(plan.members)} members"
+        return interrupted(kept, out, result.stop_signal)
     return 0

@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 from ondevice_rl.train.cli.args import int_arg
-from ondevice_rl.train.cli.sweep_specs import CLIError
+from ondevice_rl.train.cli.sweep_specs import CLIError, interrupted
 
 #: Flags of each strategy's settings: flag -> (strategy, field).
 _SETTINGS = {
@@ -161,12 +161,6 @@ def run(args, out: Path, request: dict, plan, main: bool) -> int:
         search_report.write_outputs(result, out)
         search_report.print_result(result, out)
     if result.interrupted:
-        print(
-            f"interrupted after round {result.done} of {len(result.lengths)}; "
-            f"resume with: ondevice-rl sweep --resume --out {out}",
-            file=sys.stderr,
-        )
-        from ondevice_rl.train.services.interrupt import EXIT_STATUS
-
-        return EXIT_STATUS.get(result.stop_signal, 130)
+        kept = f"stopped after round {result.done} of {len(result.lengths)}"
+        return interrupted(kept, out, result.stop_signal)
     return 0

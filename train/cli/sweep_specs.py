@@ -145,3 +145,17 @@ def resume_conflict(given: dict, stored: dict) -> str | None:
                 f"(stored: {shown}); a resumed sweep keeps its request"
             )
     return None
+
+
+def interrupted(message: str, out, stop_signal: int | None) -> int:
+    """Says what a stopped sweep kept and how to resume it; the exit status
+    of the signal that stopped it (130 for Ctrl-C)."""
+    import sys
+
+    from ondevice_rl.train.services.interrupt import EXIT_STATUS
+
+    print(
+        f"interrupted: {message}; resume with: ondevice-rl sweep --resume --out {out}",
+        file=sys.stderr,
+    )
+    return EXIT_STATUS.get(stop_signal, 130)

@@ -105,16 +105,21 @@ def member_indices(folder: Path) -> dict[int, Path]:
     return found
 
 
+def read_npz(path: Path) -> dict[str, np.ndarray]:
+    """Every array of an ``.npz`` file, read whole so that its CRCs are
+    checked; ``ValueError`` saying why it cannot be."""
+    try:
+        with np.load(path) as data:
+            return {key: data[key] for key in data.files}
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile, zlib.error) as e:
+        raise ValueError(str(e) or type(e).__name__) from None
+
+
 def read_params_file(path: Path) -> dict[int, dict[str, np.ndarray]]:
     """Every member of one params file (index -> name -> array), read whole
     so that its CRCs are checked; ``ValueError`` saying why it is damaged."""
-    try:
-        with np.load(path) as data:
-            arrays = {key: data[key] for key in data.files}
-    except (OSError, ValueError, EOFError, zipfile.BadZipFile, zlib.error) as e:
-        raise ValueError(str(e) or type(e).__name__) from None
     members: dict[int, dict[str, np.ndarray]] = {}
-    for key, value in arrays.items():
+    for key, value in read_npz(path).items():
         index, _, name = key.partition("/")
         if not index.isdigit() or not name:
             raise ValueError(f"unexpected array {key!r}")

@@ -16,8 +16,6 @@ shapes the program expects (one line naming what differs).
 
 import contextlib
 import shutil
-import zipfile
-import zlib
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +24,7 @@ import numpy as np
 
 from ondevice_rl import checksums
 from ondevice_rl.train.run.artifacts import RunDirError
-from ondevice_rl.train.sweep.member_files import leaf_name
+from ondevice_rl.train.sweep.member_files import leaf_name, read_npz
 
 SEARCH_DIR = "search"
 POPULATION_FILE = "population.npz"
@@ -90,9 +88,8 @@ def latest_round(out: Path) -> tuple[int | None, Path | None, list[str]]:
 
 def _read(path: Path) -> dict[str, np.ndarray]:
     try:
-        with np.load(path) as data:
-            return {k: data[k] for k in data.files}
-    except (OSError, ValueError, EOFError, zipfile.BadZipFile, zlib.error) as e:
+        return read_npz(path)
+    except ValueError as e:
         raise RunDirError(f"{path}: unreadable ({e})") from None
 
 

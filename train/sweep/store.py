@@ -18,7 +18,6 @@ damaged, is reported with why, for the resume to move it into
 import contextlib
 import shutil
 import zipfile
-import zlib
 from pathlib import Path
 from typing import Any
 
@@ -158,13 +157,8 @@ def kept_params(out: Path) -> tuple[set[int], list[tuple[Path, str]]]:
 def read_chunk(path: Path) -> dict[int, dict[str, np.ndarray]]:
     """One chunk file's members (index -> name -> ``[U]``), read whole so
     that its CRCs are checked; ``ValueError`` saying why it is damaged."""
-    try:
-        with np.load(path) as data:
-            arrays = {key: data[key] for key in data.files}
-    except (OSError, ValueError, EOFError, zipfile.BadZipFile, zlib.error) as e:
-        raise ValueError(str(e) or type(e).__name__) from None
     members: dict[int, dict[str, np.ndarray]] = {}
-    for key, values in arrays.items():
+    for key, values in member_files.read_npz(path).items():
         index, _, name = key.partition("/")
         if not index.isdigit() or not name or values.ndim != 1:
             raise ValueError(f"unexpected array {key!r} {values.shape}")
