@@ -353,6 +353,7 @@ def test_cli_pbt_writes_lineage_report_and_members(pbt, tmp_path, capsys):
         (["--eta", "3"], "--eta needs --strategy"),
         (["--strategy", "halving", "--fraction", "0.3"], "--fraction is a pbt setting"),
         (["--strategy", "pbt", "--fraction", "0.9"], "fraction must be in (0, 0.5]"),
+        (["--strategy", "pbt", "--chunk-size", "4"], "runs its population as one"),
         (["--strategy", "halving", "--num-envs", "2,4", "--learning-rate", "1e-3,1e-2"],
          "static fields take one value"),
     ],

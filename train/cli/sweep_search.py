@@ -89,6 +89,8 @@ def read_strategy(args) -> dict | None:
         for flag, (_, field) in _SETTINGS.items()
         if getattr(args, field) is not None
     }
+    if args.strategy is not None and args.chunk_size is not None:
+        raise CLIError("--chunk-size: a search runs its population as one program")
     if args.strategy is None:
         extra = [*given]
         extra += ["--round-updates"] * (args.round_updates is not None)
