@@ -92,9 +92,14 @@ def add_subcommands(subparsers, algo: str = DEFAULT) -> None:
         type=int_arg,
         default=None,
         metavar="N",
-        help=f"number of compiled segments (default {DEFAULT_SEGMENTS})",
+        help=f"number of compiled segments (default {DEFAULT_SEGMENTS}, then "
+        "shorter ones if one takes over 10 s)",
     )
-    train.add_argument("--no-progress", action="store_true", help="no progress bar")
+    train.add_argument(
+        "--no-progress",
+        action="store_true",
+        help="no progress bar (without a terminal: no progress lines)",
+    )
     train.add_argument(
         "--eval-every",
         type=int_arg,
