@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: test test-slow train bench results search-evidence recipe-seeds lint docs clean
+.PHONY: test test-slow train bench bench-gpu results search-evidence recipe-seeds lint docs clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -28,6 +28,13 @@ train: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/ondevice-rl bench --quick --out runs/bench
+
+# The GPU suite on a CUDA 12 machine (tens of minutes): JAX's CUDA plugin at
+# the installed JAX's version, then `ondevice-rl bench --suite gpu` into
+# runs/bench-gpu; REFERENCES=DIR adds the reference_<learner>.py scripts there.
+bench-gpu: $(STAMP)
+	$(BIN)/pip install --quiet "jax[cuda12]==$$($(BIN)/python -c 'import jax; print(jax.__version__)')"
+	$(BIN)/ondevice-rl bench --suite gpu --out runs/bench-gpu $(if $(REFERENCES),--references $(REFERENCES))
 
 # Every shipped recipe (hours on CPU), then README's results table and
 # docs/results/*.png; ONLY="name ..." trains a few, the table keeps the rest.

@@ -57,15 +57,18 @@ def bench_config(
     env: str | None = None,
     algo: str = DEFAULT,
     recipe: str | None = None,
+    fields: dict | None = None,
 ) -> Any:
     """The config timed: ``algo``'s defaults on ``env`` (None: its default
     env, CartPole-v1 for the discrete learners, Pendulum-v1 for SAC and
-    TD3), or a recipe's settings; ``total_timesteps`` per seed either way."""
+    TD3), or a recipe's settings; ``total_timesteps`` per seed either way,
+    and ``fields`` (say ``matmul_precision``) over it."""
+    fields = dict(fields or {}, total_timesteps=int(timesteps))
     if recipe is not None:
         from ondevice_rl.train.recipes import load_recipe
 
-        return load_recipe(recipe).replace(total_timesteps=int(timesteps))
-    config = get_algorithm(algo).config(total_timesteps=int(timesteps))
+        return load_recipe(recipe).replace(**fields)
+    config = get_algorithm(algo).config(**fields)
     return config if env is None else config.replace(env=env)
 
 
@@ -75,6 +78,7 @@ def measure_ours(
     env: str | None = None,
     algo: str = DEFAULT,
     recipe: str | None = None,
+    fields: dict | None = None,
 ) -> dict:
     """Compiles and runs our fused ``algo`` once; returns the JSON record.
 
@@ -82,7 +86,7 @@ def measure_ours(
     hyperparameters, one get of the returns) and ``host_ops`` (host-talking
     operations found in the lowered and compiled program; expected: none).
     """
-    config = bench_config(timesteps, env, algo, recipe)
+    config = bench_config(timesteps, env, algo, recipe, fields)
     algorithm = algorithm_of(config)
     train = jax.vmap(algorithm.make_train(config), in_axes=(0, None))
     counter = TransferCounter()
@@ -104,6 +108,7 @@ def measure_ours(
     steps = seeds * config.num_updates * config.steps_per_update
     return dict(
         algo=algorithm.name,
+        matmul_precision=config.matmul_precision,
         seeds=seeds,
         num_envs=config.num_envs,
         devices=len(devices),
@@ -148,6 +153,7 @@ def bench_seeds(
     log: Callable[[str], None] = print,
     algo: str = DEFAULT,
     recipe: str | None = None,
+    fields: dict | None = None,
 ) -> dict:
     """Ours (and the reference) at one seed count; best of ``repeat``."""
     ours, refs = [], []
@@ -156,21 +162,24 @@ def bench_seeds(
             f"train: ours ({algo}), {seeds} seed(s), {timesteps:,} steps each "
             f"({i + 1}/{repeat})"
         )
-        ours.append(measure_ours(seeds, timesteps, algo=algo, recipe=recipe))
+        ours.append(measure_ours(seeds, timesteps, None, algo, recipe, fields))
         if reference is not None:
             log(f"train: reference, {seeds} seed(s) ({i + 1}/{repeat})")
             refs.append(run_reference(reference, seeds, timesteps))
     result = _best(ours)
     result["repeats"] = [r["sps"] for r in ours]
-    if refs:
-        ref = _best(refs)
-        ref["repeats"] = [r["sps"] for r in refs]
-        result["reference"] = ref
-        result["ratio"] = dict(
-            sps=round(result["sps"] / ref["sps"], 3),
-            compile=round(result["compile_s"] / ref["compile_s"], 3),
-        )
-    return result
+    return with_reference(result, refs) if refs else result
+
+
+def with_reference(result: dict, refs: list[dict]) -> dict:
+    """``result`` with the best of the reference's ``refs`` and the ratios."""
+    ref = _best(refs)
+    ref["repeats"] = [r["sps"] for r in refs]
+    ratio = dict(
+        sps=round(result["sps"] / ref["sps"], 3),
+        compile=round(result["compile_s"] / ref["compile_s"], 3),
+    )
+    return dict(result, reference=ref, ratio=ratio)
 
 
 def run_train_bench(
@@ -181,16 +190,18 @@ def run_train_bench(
     log: Callable[[str], None] = print,
     algo: str = DEFAULT,
     recipe: str | None = None,
+    fields: dict | None = None,
 ) -> dict:
-    """All seed counts: the last one's fields at top level plus ``results``."""
+    """All seed counts: the last one's fields at top level plus ``results``
+    (``fields``: config fields over the timed config's)."""
     if reference is not None and not Path(reference).is_file():
         raise BenchError(f"--reference: no such file: {reference}")
     try:
-        bench_config(timesteps, algo=algo, recipe=recipe)
+        bench_config(timesteps, algo=algo, recipe=recipe, fields=fields)
     except (ValueError, FileNotFoundError) as e:
         raise BenchError(f"--timesteps: {e}") from None
     results = [
-        bench_seeds(s, timesteps, reference, repeat, log, algo, recipe)
+        bench_seeds(s, timesteps, reference, repeat, log, algo, recipe, fields)
         for s in seed_counts
     ]
     summary = {k: v for k, v in results[-1].items() if k != "repeats"}

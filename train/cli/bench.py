@@ -1,7 +1,8 @@
 """Arguments and orchestration of ``ondevice-rl bench [env|train|host]``.
 
 Every flag is accepted by ``bench`` and by each part (a flag a part does not
-use is ignored); without a part, all three run. Progress goes to stderr;
+use is ignored); without a part, all three run; ``--suite gpu`` runs the
+suite instead (``train/cli/bench_suite.py``). Progress goes to stderr;
 tables, then (``--json``) one JSON line, to stdout; ``bench.json`` and
 ``bench.png`` to ``--out``.
 """
@@ -23,6 +24,7 @@ from ondevice_rl.train.cli.args import (
     positive_int_arg,
     positive_int_list_arg,
 )
+from ondevice_rl.train.cli.bench_suite import add_suite_flags, run_suite
 from ondevice_rl.train.kit.registry import DEFAULT, algorithms, get_algorithm
 from ondevice_rl.train.recipes.loader import recipe_algorithm
 
@@ -58,6 +60,7 @@ def _add_flags(parser: argparse.ArgumentParser, suppress: bool) -> None:
         help="print the results as one JSON object, the last line of stdout",
     )
     add_cpu_devices_argument(parser, argparse.SUPPRESS if suppress else None)
+    add_suite_flags(parser, suppress)
     group = parser.add_argument_group("env")
     group.add_argument(
         "--envs",
@@ -178,6 +181,7 @@ def _meta(args) -> dict:
         devices=jax.device_count(),
         machine=platform.machine(),
         xla_flags=os.environ.get("XLA_FLAGS", ""),
+        matmul_precision=args.matmul_precision,
         quick=args.quick,
         argv=sys.argv[1:],
     )
@@ -211,6 +215,8 @@ def _run(args) -> int:
         raise BenchError(f"--cpu-devices: {e}") from e
     # Compile times must be real compiles, not persistent-cache hits.
     jax.config.update("jax_enable_compilation_cache", False)
+    if args.suite is not None:
+        return run_suite(args, _meta(args), _log)
     parts = PARTS if args.part is None else (args.part,)
     quick = args.quick
     timesteps = args.timesteps or (
@@ -252,9 +258,13 @@ def _run(args) -> int:
         seeds = args.seeds or (
             train_speed.QUICK_SEEDS if quick else train_speed.DEFAULT_SEEDS
         )
+        # A reference's matmuls at our precision (its JAX reads it from here).
+        os.environ["JAX_DEFAULT_MATMUL_PRECISION"] = args.matmul_precision
+        fields = dict(matmul_precision=args.matmul_precision)
         results["train"] = train_speed.run_train_bench(
-            seeds, timesteps, args.reference, args.repeat, _log, algorithm.name, recipe
-        )
+            seeds, timesteps, args.reference, args.repeat, _log, algorithm.name,
+            recipe, fields,
+        )  # fmt: skip
     if "host" in parts:
         host_steps = args.host_timesteps or (
             host.QUICK_HOST_TIMESTEPS if quick else host.DEFAULT_HOST_TIMESTEPS

@@ -1,0 +1,102 @@
+"""``ondevice-rl bench --suite gpu`` at small sizes on CPU: one bench.json,
+bench.png and table with the environment, env stepping, every asked-for
+learner at each seed count beside its reference, the scaling curve, and
+rows that say why a population was skipped (the memory rule) or a reference
+failed. No timing assertions."""
+
+import json
+
+import jax
+import pytest
+
+from ondevice_rl.train.bench import gpu_suite, train_speed
+from ondevice_rl.train.cli import main
+from ondevice_rl.train.services.memory import estimate_member_bytes
+
+#: A reference script: the flags it got, the precision its JAX would use;
+#: it fails at 2 seeds.
+FAKE_REFERENCE = """
+import json, os, sys
+seeds, timesteps = int(sys.argv[2]), int(sys.argv[4])
+if seeds == 2:
+    sys.exit("reference out of memory")
+print(json.dumps(dict(seeds=seeds, timesteps=timesteps, compile_s=1.0, run_s=2.0,
+    sps=1000, final_return=4.0,
+    precision=os.environ.get("JAX_DEFAULT_MATMUL_PRECISION"))))
+"""
+
+
+def _suite(tmp_path, *flags):
+    references = tmp_path / "references"
+    references.mkdir()
+    (references / "reference_ppo.py").write_text(FAKE_REFERENCE)
+    out = tmp_path / "out"
+    argv = ["bench", "--suite", "gpu", "--envs", "CartPole-v1", "--batch-sizes", "4"]
+    argv += ["--references", str(references), "--out", str(out), "--json", *flags]
+    assert main(argv) == 0
+    return json.loads((out / "bench.json").read_text()), out
+
+
+def test_gpu_suite_small(tmp_path, capsys, monkeypatch):
+    steps = 1024
+    one = estimate_member_bytes(train_speed.bench_config(steps, algo="ppo"))
+    # A device that holds two members: the population of 4 is skipped.
+    monkeypatch.setattr(gpu_suite, "_device_budget", lambda: 2 * one + 1)
+    data, out = _suite(
+        tmp_path, "--algos", "ppo", "--seeds", "1,2,4", "--timesteps", str(steps),
+        "--matmul-precision", "high",
+    )  # fmt: skip
+    stdout = capsys.readouterr().out
+    assert "bench --suite gpu" in stdout and "device: cpu" in stdout
+    assert json.loads(stdout.strip().splitlines()[-1]) == data
+    assert (out / "bench.png").stat().st_size > 0
+
+    meta = data["meta"]
+    assert meta["suite"] == "gpu" and meta["platform"] == "cpu"
+    assert meta["libraries"]["jax"] == jax.__version__
+    assert meta["matmul_precision"] == "high" and "jaxlib" in meta["jax_environment"]
+    [env_row] = data["env"]["results"]
+    assert (env_row["env"], env_row["batch"]) == ("CartPole-v1", 4)
+    assert env_row["sps"] > 0
+
+    first, second, skipped = data["train"]["ppo"]
+    assert [r["seeds"] for r in (first, second, skipped)] == [1, 2, 4]
+    for row in (first, second):
+        assert row["sps"] > 0 and row["compile_s"] > 0
+        assert row["matmul_precision"] == "high" and row["host_ops"] == []
+        assert row["timesteps"] == row["seeds"] * steps
+    assert first["reference"]["sps"] == 1000 and first["reference"]["seeds"] == 1
+    assert first["reference"]["precision"] == "high"
+    assert first["ratio"]["sps"] == pytest.approx(first["sps"] / 1000, rel=1e-2)
+    assert "reference" not in second and "out of memory" in second["reference_failed"]
+    assert "sps" not in skipped and "GiB free" in skipped["skipped"]
+    assert skipped["estimated_bytes"] == 4 * one
+
+    curve = data["scaling"]["ppo"]
+    assert [p["seeds"] for p in curve] == [1, 2]
+    assert curve[0]["efficiency"] == 1.0
+    assert curve[1]["efficiency"] == pytest.approx(second["sps"] / (2 * first["sps"]))
+
+
+@pytest.mark.parametrize(
+    "flags, message",
+    [
+        (["--algos", "ppo,nosuch"], "--algos: unknown learner(s) nosuch"),
+        (["--references", "/no/such/dir"], "--references: no such directory"),
+        (["--algos", "dqn", "--timesteps", "1"], "--timesteps"),
+    ],
+)
+def test_gpu_suite_bad_input_is_one_line(flags, message, tmp_path, capsys):
+    argv = ["bench", "--suite", "gpu", "--out", str(tmp_path), *flags]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and message in err[0]
+
+
+@pytest.mark.slow
+def test_gpu_suite_quick_runs_every_learner(tmp_path):
+    data, _ = _suite(tmp_path, "--quick")
+    assert set(data["train"]) == set(gpu_suite.algorithms())
+    for name, rows in data["train"].items():
+        assert [r["seeds"] for r in rows] == [1, 16], name
+        assert all(r["sps"] > 0 for r in rows), name
