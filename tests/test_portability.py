@@ -18,6 +18,7 @@ on this CPU-only machine, and the memory rule sizes it.
 Lowering does not compile: the export checks cost a trace each.
 """
 
+import json
 import re
 
 import jax
@@ -202,3 +203,15 @@ def test_a_member_that_cannot_fit_is_refused_in_one_line_before_it_compiles():
     with pytest.raises(ValueError, match="one member needs about") as err:
         run_sweep(config, seeds=2, memory_budget_bytes=small, cache=cache)
     assert "\n" not in str(err.value) and cache.compiles == 0
+
+
+def test_config_json_records_the_precision_with_the_jax_version(tmp_path):
+    from ondevice_rl.train.run.run_spec import RunSpec
+
+    config = _config("ppo").replace(matmul_precision="high")
+    stored = RunSpec.create(config).to_json()
+    assert stored["config"]["matmul_precision"] == "high"
+    assert stored["jax"]["version"] == jax.__version__
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(stored))
+    assert RunSpec.load(path).config == config  # a resume keeps the precision
