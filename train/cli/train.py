@@ -35,6 +35,7 @@ from ondevice_rl.train.run.checks import (
     DEFAULT_LOG_ROWS,
     DEFAULT_SEGMENTS,
     SEED_RANGE,
+    SEGMENT_SECONDS,
 )
 from ondevice_rl.train.services.compile_cache import CACHE_ENV, compilation_cache_dir
 
@@ -93,7 +94,7 @@ def add_subcommands(subparsers, algo: str = DEFAULT) -> None:
         default=None,
         metavar="N",
         help=f"number of compiled segments (default {DEFAULT_SEGMENTS}, then "
-        "shorter ones if one takes over 10 s)",
+        f"shorter ones if one takes over {SEGMENT_SECONDS:g} s)",
     )
     train.add_argument(
         "--no-progress",

@@ -26,6 +26,8 @@ DEFAULT_EVAL_EPISODES = 10
 #: Without ``checkpoint_every``: a checkpoint at the first segment boundary
 #: this many seconds of training after the previous one.
 CHECKPOINT_SECONDS = 120.0
+#: A segment that runs longer than this re-plans the rest in shorter ones.
+SEGMENT_SECONDS = 10.0
 #: Without ``log_every``: rows of the smallest of 1, 2, 5, 10, 20, 50, ...
 #: updates that keeps a run within this many rows.
 DEFAULT_LOG_ROWS = 1000

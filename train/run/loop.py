@@ -25,7 +25,7 @@ import numpy as np
 
 from ondevice_rl.checkpoint import Checkpoints
 from ondevice_rl.train.run import recovery
-from ondevice_rl.train.run.checks import CHECKPOINT_SECONDS
+from ondevice_rl.train.run.checks import CHECKPOINT_SECONDS, SEGMENT_SECONDS
 from ondevice_rl.train.run.plan import Segment, grain, plan_segments, shorter_length
 from ondevice_rl.train.run.rows import RowLog
 from ondevice_rl.train.run.run_files import RunFiles
@@ -33,8 +33,6 @@ from ondevice_rl.train.run.run_spec import RunSpec
 from ondevice_rl.train.run.segments import EVAL_METRIC, Evaluation, compile_programs
 from ondevice_rl.train.services.progress import ProgressBar
 
-#: A segment that runs longer than this re-plans the rest in shorter ones.
-SEGMENT_SECONDS = 10.0
 #: ``on_segment(updates_done, env_steps, latest_episode_return)``.
 SegmentCallback = Callable[[int, int, float], None]
 
