@@ -83,6 +83,7 @@ def test_gpu_suite_small(tmp_path, capsys, monkeypatch):
     [
         (["--algos", "ppo,nosuch"], "--algos: unknown learner(s) nosuch"),
         (["--references", "/no/such/dir"], "--references: no such directory"),
+        (["--envs", "NoSuchEnv-v0"], "--envs: unknown environment(s) NoSuchEnv-v0"),
         (["--algos", "dqn", "--timesteps", "1"], "--timesteps"),
     ],
 )

@@ -44,6 +44,15 @@ from ondevice_rl.train.services.memory import estimate_member_bytes, memory_budg
 SEEDS = (1, 16, 256, 2048)
 BATCHES = (1, 16, 256, 1024, 4096, 16384, 65536)
 ENVS = env_speed.OURS + ("gymnax/Breakout-MinAtar",)
+
+
+def default_envs() -> tuple[str, ...]:
+    """``ENVS`` and ``bench env``'s brax envs if brax is installed."""
+    from ondevice_rl import envs
+
+    return ENVS + tuple(name for name in env_speed.BRAX if name in envs.names())
+
+
 #: Env steps per seed: on-policy learners as ``bench train``; the replay
 #: learners, one gradient step per env step, fewer (as in the CPU tables).
 TIMESTEPS = dict(ppo=500_000, a2c=500_000, pqn=500_000, dqn=200_000)
@@ -197,7 +206,7 @@ def run_gpu_suite(
     results: dict,
     out: Path,
     *,
-    envs: tuple[str, ...] = ENVS,
+    envs: tuple[str, ...] | None = None,
     batches: tuple[int, ...] = BATCHES,
     learners: tuple[str, ...] | None = None,
     seed_counts: tuple[int, ...] = SEEDS,
@@ -215,6 +224,7 @@ def run_gpu_suite(
     results["meta"].update(suite="gpu", **environment(precision))
     path = out / "bench.json"
     start = time.perf_counter()
+    envs = envs or default_envs()
     results["env"] = env_speed.run_env_bench(envs, batches, False, False, log)
     report.write_json(results, path)
     found = references(reference_dir)

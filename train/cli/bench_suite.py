@@ -72,6 +72,11 @@ def _sizes(args) -> dict:
             f"--algos: unknown learner(s) {', '.join(unknown)}; "
             f"known: {', '.join(algorithms())}"
         )
+    from ondevice_rl import envs
+
+    unknown = [name for name in args.envs or () if name not in envs.names()]
+    if unknown:
+        raise BenchError(f"--envs: unknown environment(s) {', '.join(unknown)}")
     if args.references is not None and not args.references.is_dir():
         raise BenchError(f"--references: no such directory: {args.references}")
     quick = args.quick
@@ -83,7 +88,7 @@ def _sizes(args) -> dict:
         except ValueError as e:
             raise BenchError(f"--timesteps: {e}") from None
     return dict(
-        envs=args.envs or gpu_suite.ENVS,
+        envs=args.envs or gpu_suite.default_envs(),
         batches=args.batch_sizes
         or (env_speed.QUICK_BATCHES if quick else gpu_suite.BATCHES),
         learners=tuple(learners),

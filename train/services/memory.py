@@ -40,10 +40,9 @@ from ondevice_rl.train.services.program_bytes import peak_bytes
 
 #: The estimate is the traced program's peak count times this. XLA's buffer
 #: assignment leaves gaps when it packs the values into its scratch memory:
-#: on CPU, arguments + outputs + scratch came to 0.7-1.15× the count for
-#: every learner's tiny and default configs, recurrent and image ones
-#: included (up to 1.9× where the count keeps a forward pass XLA:CPU fuses
-#: away, never less than 0.66×).
+#: on CPU, the count came to 0.71-1.15× XLA's arguments + outputs + scratch
+#: for every learner's tiny and default configs, recurrent and image ones
+#: included (1.9× where XLA:CPU fuses a whole forward pass away).
 HEADROOM = 1.5
 
 
