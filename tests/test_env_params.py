@@ -42,3 +42,29 @@ def test_a_recipe_carries_env_params(tmp_path):
     with pytest.raises(ValueError, match="env_params must be a table"):
         recipe_env_params(path)
     assert recipe_env_params("cartpole_ppo") is None
+
+
+def test_a_run_takes_the_recipes_env_params_under_the_callers(tmp_path):
+    from ondevice_rl.train.cli.train import _env_params
+    from ondevice_rl.train.run.entry import prepare_run
+
+    path = tmp_path / "chain.toml"
+    path.write_text(
+        'algo = "pqn"\nenv = "gymnax/MemoryChain-bsuite"\n'
+        "[env_params]\nmemory_length = 12\nmax_steps = 40\n"
+    )
+
+    def prepared(env_params):
+        return prepare_run(
+            algo=None, recipe=str(path), fields={}, env_params=env_params,
+            seed=0, out=None, where="run_training",
+        )  # fmt: skip
+
+    assert prepared(None).env_params == {"memory_length": 12, "max_steps": 40}
+    run = prepared(_env_params(["max_steps=30"]))
+    assert run.env_params == {"memory_length": 12, "max_steps": 30.0}
+    assert run.out is None and not run.created
+    with pytest.raises(ValueError, match="no scalar param 'length'"):
+        prepared({"length": 1.0})
+    with pytest.raises(ValueError, match="expected NAME=NUMBER"):
+        _env_params(["memory_length"])

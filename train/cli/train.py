@@ -78,6 +78,14 @@ def add_subcommands(subparsers, algo: str = DEFAULT) -> None:
         "--force", action="store_true", help="replace an earlier run in --out"
     )
     train.add_argument(
+        "--env-param",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="override one of the env's scalar params, traced (repeatable; "
+        "over the recipe's [env_params]; an unknown NAME lists them)",
+    )
+    train.add_argument(
         "--checkpoint-every",
         type=int_arg,
         metavar="N",
@@ -146,6 +154,21 @@ def _config_fields(args) -> dict:
     """The config fields given as flags."""
     names = [f.name for f in dataclasses.fields(get_algorithm(args.algo).config)]
     return {k: getattr(args, k) for k in names if getattr(args, k, None) is not None}
+
+
+def _env_params(items: list[str]) -> dict | None:
+    """``--env-param NAME=VALUE`` flags as ``{NAME: VALUE}`` (the env checks
+    names and ranges); ValueError in one line for a malformed one."""
+    params = {}
+    for item in items:
+        name, sep, value = item.partition("=")
+        try:
+            params[name.strip()] = float(value) if sep and name.strip() else None
+        except ValueError:
+            params[name.strip()] = None
+        if params[name.strip()] is None:
+            raise ValueError(f"--env-param: expected NAME=NUMBER, got {item!r}")
+    return params or None
 
 
 def _build_config(args):
@@ -234,10 +257,11 @@ def _train(args) -> int:
             )
         else:
             seed = 0 if args.seed is None else args.seed
-            config, out, created = prepare_run(
+            config, env_params, out, created = prepare_run(
                 algo=args.algo,
                 recipe=args.recipe,
                 fields=_config_fields(args),
+                env_params=_env_params(args.env_param),
                 seed=seed,
                 out=NEW_RUN_DIR if args.out is None else args.out,
                 where="config",
@@ -252,6 +276,7 @@ def _train(args) -> int:
                 progress=not args.no_progress,
                 force=args.force,
                 wandb=args.wandb,
+                env_params=env_params,
                 **run_args,
             )
         cache = use_compilation_cache(not args.no_compile_cache)

@@ -21,7 +21,7 @@ import re
 import sys
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from ondevice_rl.train.kit.registry import DEFAULT, algorithm_of, get_algorithm
 from ondevice_rl.train.run.artifacts import LOCK_FILE, RunDirArgError
@@ -95,26 +95,41 @@ def build_config(
     return config_from_dict({**base, **fields}, algorithm, where=where)
 
 
+class PreparedRun(NamedTuple):
+    """A run checked before anything is created or compiled."""
+
+    config: Any
+    env_params: dict | None  # the recipe's [env_params], then the caller's
+    out: Path | None
+    created: bool  # ``out`` is a new directory made by ``new_run_dir``
+
+
 def prepare_run(
     *,
     algo: str | None,
     recipe: str | None,
     fields: Mapping[str, Any],
+    env_params: Mapping[str, Any] | None,
     seed: int,
     out: Any,
     where: str,
     **run_args: Any,
-) -> tuple[Any, Path | None, bool]:
-    """``(config, out, created)``: the config, checked with the run's other
-    arguments as ``train_from_config`` will check them (the env too), then
-    the directory: ``out``, or a new one (``created``) if ``out`` is
-    ``NEW_RUN_DIR``."""
+) -> PreparedRun:
+    """The config and env params, checked with the run's other arguments as
+    ``train_from_config`` will check them (the env too), then the directory:
+    ``out``, or a new one (``created``) if ``out`` is ``NEW_RUN_DIR``."""
+    from ondevice_rl.train.recipes.loader import recipe_env_params
+
     config = build_config(algo, recipe, fields, where)
+    params = dict(recipe_env_params(recipe) or {}) if recipe is not None else {}
+    params.update(env_params or {})
+    params = params or None
     check_run_args(checkpoint_every=run_args.pop("checkpoint_every", None))
-    RunSpec.create(config, seed=seed, **run_args)
+    RunSpec.create(config, seed=seed, env_params=params, **run_args)
     if out is NEW_RUN_DIR:
-        return config, new_run_dir(config.env, algorithm_of(config).name, seed), True
-    return config, None if out is None else Path(out), False
+        new = new_run_dir(config.env, algorithm_of(config).name, seed)
+        return PreparedRun(config, params, new, True)
+    return PreparedRun(config, params, None if out is None else Path(out), False)
 
 
 @contextlib.contextmanager
@@ -148,6 +163,7 @@ def run_training(
     progress: bool = True,
     compile_cache: bool = True,
     wandb: str | None = None,
+    env_params: Mapping[str, Any] | None = None,
     **config_fields: Any,
 ) -> RunResult:
     """Trains one learner on one environment, as ``ondevice-rl train`` does.
@@ -175,6 +191,8 @@ def run_training(
         compile_cache: JAX's persistent compilation cache
             (``~/.cache/ondevice_rl/jax``; ``ONDEVICE_RL_CACHE_DIR`` moves it).
         wandb: a Weights & Biases project to log to (the ``wandb`` extra).
+        env_params: overrides of the env's params (``{"length": 0.8}``), over
+            the recipe's ``[env_params]``; traced, checked before compiling.
         **config_fields: the learner's config fields (``num_envs``,
             ``learning_rate``, ``hidden``, ...; ``ondevice-rl train --algo
             NAME --help`` lists them).
@@ -199,10 +217,11 @@ def run_training(
         log_every=log_every,
     )
     try:
-        config, out_dir, created = prepare_run(
+        config, params, out_dir, created = prepare_run(
             algo=algo,
             recipe=recipe,
             fields=fields,
+            env_params=env_params,
             seed=seed,
             out=out,
             where="run_training",
@@ -221,6 +240,7 @@ def run_training(
                 progress=progress,
                 force=force,
                 wandb=wandb,
+                env_params=params,
                 **run_args,
             )
     except Worded as e:
