@@ -16,7 +16,8 @@ are modelled, since without them the count is several times too high:
   when that operand is not used afterwards (a replay buffer is held once,
   not once per update). A branch's results are new buffers.
 
-Arrays are counted at their own sizes (PRNG keys as two 32-bit words).
+Arrays are counted at their own sizes rounded up to XLA's buffer alignment
+(PRNG keys as two 32-bit words).
 """
 
 import math
@@ -56,8 +57,6 @@ CALLS = frozenset(
     "jit pjit closed_call core_call remat checkpoint custom_jvp_call "
     "custom_vjp_call custom_vmap_call custom_lin".split()
 )
-
-
 #: XLA aligns every buffer; a scalar takes this many bytes.
 ALIGNMENT = 64
 
