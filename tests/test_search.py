@@ -158,6 +158,29 @@ def test_space_samples_and_explores_within_its_ranges():
     assert rung_ages(1, 2, 0, 10) == [1, 2, 4, 8] and rung_ages(1, 3, 1, 10) == [3, 9]
 
 
+def test_row_copy_is_bit_for_bit_and_keeps_keys():
+    from ondevice_rl.sharding import make_mesh
+    from ondevice_rl.train.sweep.row_copy import copy_rows
+
+    floats = np.asarray([[1.0, 2.0], [-0.0, np.nan], [3.0, 4.0]], np.float32)
+    floats[1, 1] = np.frombuffer(np.uint32(0x7FC00123).tobytes(), np.float32)[0]
+    tree = {
+        "x": floats,
+        "flag": np.asarray([True, False, True]),
+        "count": np.asarray([7, -8, 9], np.int32),
+        "key": jax.random.split(jax.random.key(0), 3),
+    }
+    copy = jax.jit(lambda t, to, fro: copy_rows(t, to, fro, make_mesh()))
+    out = copy(tree, jnp.asarray([0, 2]), jnp.asarray([1, 1]))  # rows 0, 2 <- 1
+    bits = np.asarray(out["x"]).view(np.uint32)
+    assert (bits[[0, 2]] == floats[1].view(np.uint32)).all()  # -0.0, NaN payload
+    assert (bits[1] == floats[1].view(np.uint32)).all()
+    assert out["flag"].tolist() == [False, False, False]
+    assert out["count"].tolist() == [-8, -8, -8]
+    keys = jax.random.key_data(out["key"])
+    np.testing.assert_array_equal(keys, jax.random.key_data(tree["key"]))
+
+
 def test_requests_a_search_cannot_run_are_one_line():
     cases = [
         (dict(search={"num_envs": [2, 4], "learning_rate": [1e-3, 1e-2]}), "static"),
@@ -481,7 +504,6 @@ def _popen(args, cache_dir, devices=1, extra_env=None):
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
 
 

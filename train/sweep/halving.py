@@ -80,7 +80,7 @@ class Halving:
         """``[group_size]``: the bracket of each slot of a group."""
         return np.arange(group_size, dtype=np.int32) % self.brackets
 
-    def step_fn(self, config, groups: int, group_size: int, rounds: int):
+    def step_fn(self, config, groups: int, group_size: int, rounds: int, mesh=None):
         trainer = trainer_for(config)
         ages = [
             rung_ages(self.min_rounds, self.eta, b, rounds)

@@ -19,6 +19,7 @@ import numpy as np
 from ondevice_rl.train.sweep import search_space
 from ondevice_rl.train.sweep.population import Population
 from ondevice_rl.train.sweep.rounds import EXPLOITED, KEPT, ranks, record, step_key
+from ondevice_rl.train.sweep.row_copy import copy_rows
 from ondevice_rl.train.sweep.space import SweepSpecError
 
 
@@ -65,7 +66,7 @@ class PBT:
     def brackets_of(self, group_size: int) -> np.ndarray:
         return np.zeros(group_size, np.int32)
 
-    def step_fn(self, config, groups: int, group_size: int, rounds: int):
+    def step_fn(self, config, groups: int, group_size: int, rounds: int, mesh=None):
         k = self.copies(group_size)
 
         def step(pop: Population, seed, round_index, space, base_hp, coefficients):
@@ -99,12 +100,9 @@ class PBT:
             copy = pool > 0
             donors = jnp.where(copy, donors, losers)
 
-            def moved(x):
-                return x.at[losers].set(x[donors])
-
-            own_keys = pop.state.rollout.key
-            state = jax.tree.map(moved, pop.state)
-            state = state._replace(rollout=state.rollout._replace(key=own_keys))
+            moved = copy_rows(
+                (pop.state, pop.score, pop.finite), losers, donors, mesh
+            )  # the whole learning state but the PRNG keys
             donor_hp = jax.tree.map(lambda x: x[donors], pop.hp)
             keys = jax.random.split(explore_key, groups * k)
             explored = jax.vmap(
@@ -116,12 +114,8 @@ class PBT:
             hp = jax.tree.map(lambda x, new: x.at[losers].set(new), pop.hp, explored)
             parent = jnp.full(rank.shape, -1, jnp.int32)
             parent = parent.at[losers].set(jnp.where(copy, donors, -1))
-            new = pop._replace(
-                state=state,
-                hp=hp,
-                score=moved(pop.score),
-                finite=moved(pop.finite),
-            )
+            state, score, finite = moved
+            new = pop._replace(state=state, hp=hp, score=score, finite=finite)
             event = jnp.where(parent >= 0, EXPLOITED, KEPT).astype(jnp.int32)
             return new, record(new, pop, parent, event)
 

@@ -39,6 +39,9 @@ from ondevice_rl.train.sweep.search_setup import (
 from ondevice_rl.train.sweep.space import SweepPlan, build_plan
 from ondevice_rl.train.sweep.strategies import RoundRecord
 
+#: How often a wait for the device looks (seconds): short, as rounds may be
+#: short and the time between rounds is measured.
+POLL_S = 0.001
 #: ``on_round(result, round)`` after each round (and its checkpoint).
 RoundCallback = Callable[[SearchResult, int], None]
 
@@ -123,14 +126,14 @@ def _run_rounds(
             window = _scalar(np.float32(result.score_episodes), programs)
             pop = rounds[lengths[r]](pop, _scalar(first, programs), window)
             result.population = pop
-            wait_ready(pop.score)
+            wait_ready(pop.score, POLL_S)
             t1 = time.perf_counter()
             if r + 1 < len(lengths):  # between rounds, not after the last
                 extras[0] = _scalar(seed, programs)
                 extras[1] = _scalar(np.int32(r), programs)
                 pop, record = step(pop, *extras)
                 result.population = pop
-                record = to_host(wait_ready(record))
+                record = to_host(wait_ready(record, POLL_S))
             else:
                 record = _last_record(pop)
             result.add_round(record, t1 - t0, time.perf_counter() - t1)

@@ -155,7 +155,7 @@ class _Programs:
 
     def step(self, pop_like, extras, rounds):
         groups, group_size = self.plan_shape[1:]
-        fn = self.strategy.step_fn(self.config, groups, group_size, rounds)
+        fn = self.strategy.step_fn(self.config, groups, group_size, rounds, self.mesh)
         build = self._compile(
             fn,
             (pop_like, *extras),

@@ -1,7 +1,8 @@
 """Search strategies: what happens to a population between rounds.
 
-Each strategy gives ``step(population, seed, round, space, base_hp,
-coefficients) -> (population, RoundRecord)``, one jitted function on the
+Each strategy's ``step_fn(config, groups, group_size, rounds, mesh)`` gives
+``step(population, seed, round, space, base_hp, coefficients) ->
+(population, RoundRecord)``, one jitted function on the
 device: its random choices come from ``fold_in(key(seed), round)``; the
 search space (``search_space.SearchSpace``), the base hyperparameters and
 the strategy's coefficients are traced arguments, so new values never
@@ -53,7 +54,7 @@ class Independent:
     def brackets_of(self, group_size: int) -> np.ndarray:
         return np.zeros(group_size, np.int32)
 
-    def step_fn(self, config, groups: int, group_size: int, rounds: int):
+    def step_fn(self, config, groups: int, group_size: int, rounds: int, mesh=None):
         def step(pop, seed, round_index, space, base_hp, coefficients):
             none = jnp.full(pop.score.shape, -1, jnp.int32)
             return pop, record(pop, pop, none, jnp.zeros_like(none))
