@@ -351,6 +351,9 @@ def kept_members_act_like_the_population(base, out, capsys):
     assert f"sweep member {best} after" in capsys.readouterr().out
     record = json.loads((out / f"eval-member-{best}.json").read_text())
     assert record["member"] == best and len(record["episode_returns"]) == 4
+    assert cli.main(["render", str(out), "--member", "3", "--deterministic"]) == 0
+    assert "frames" in capsys.readouterr().out
+    assert (out / "episode-member-3.gif").stat().st_size > 0
     for argv, message in [
         (["eval", str(out)], "choose a member"),
         (["eval", str(out), "--member", "99"], "no parameters of member 99"),
