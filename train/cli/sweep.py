@@ -6,16 +6,21 @@ Examples::
         --learning-rate 1e-4,3e-4,1e-3 --clip-eps 0.1,0.2 --out runs/sweep
     ondevice-rl sweep --learning-rate loguniform:1e-5:1e-2 --samples 64
     ondevice-rl sweep --num-envs 4,8 --env-param length=0.25,0.5,1.0
+    ondevice-rl sweep --recipe cartpole_dqn --learning-rate 1e-4,3e-4
+    ondevice-rl sweep --strategy pbt --seeds 4 --samples 16 \
+        --learning-rate loguniform:1e-5:1e-2 --out runs/pbt
 
-``--algo NAME`` picks the learner (default ppo); its traced hyperparameters
-and static fields become the flags. A hyperparameter flag takes a comma list
-(grid) or ``uniform:LOW:HIGH`` / ``loguniform:LOW:HIGH`` (random, with
-``--samples``); static fields (``--num-envs``, ``--num-steps``, ``--hidden
-64x64,256x256``, ...) take comma lists and compile one program per
-combination. Writes ``sweep.csv``, ``ranking.csv``, ``curves.npz``,
-``curves.png`` and ``summary.json`` into ``--out`` and prints the ranking.
-Bad specs exit 2 with a one-line error; Ctrl-C writes the members finished
-so far and exits 130.
+``--algo NAME`` (or ``--recipe NAME``'s learner) picks the learner (default
+ppo); its traced hyperparameters and static fields become the flags. A
+hyperparameter flag takes a comma list (grid) or ``uniform:LOW:HIGH`` /
+``loguniform:LOW:HIGH`` (random, with ``--samples``); static fields
+(``--num-envs``, ``--num-steps``, ``--hidden 64x64,256x256``, ...) take comma
+lists and compile one program per combination. Writes ``sweep.csv``,
+``ranking.csv``, ``curves.npz``, ``curves.png``, ``profile.png``,
+``summary.json`` and every member's final parameters into ``--out`` and
+prints the ranking; ``--strategy`` searches as it trains
+(``sweep_search.py``). Bad specs exit 2 with a one-line error; Ctrl-C
+writes the members finished so far and exits 130.
 """
 
 import argparse

@@ -54,17 +54,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument(
         "--fraction",
         type=float,
+        metavar="F",
         help="pbt: share of each seed's members that copies, and is copied "
         "from, each round (default 0.25)",
     )
     group.add_argument(
         "--resample-prob",
         type=float,
+        metavar="P",
         help="pbt: chance that explore resamples a value instead of scaling it "
         "by 0.8 or 1.25 (default 0.25)",
     )
     group.add_argument(
-        "--eta", type=int_arg, help="halving: 1/eta of a cohort goes on (default 2)"
+        "--eta",
+        type=int_arg,
+        metavar="E",
+        help="halving: 1/E of a cohort goes on at each rung (default 2)",
     )
     group.add_argument(
         "--min-rounds",
