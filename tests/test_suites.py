@@ -168,6 +168,43 @@ def test_xland_rulesets_are_unavailable_offline_in_one_line(tmp_path):
     assert "unavailable offline" in message and "\n" not in message
 
 
+def test_xland_draws_a_ruleset_per_episode_from_a_benchmark_on_disk(tmp_path):
+    xminigrid = _suite("xminigrid")
+    from xminigrid.benchmarks import Benchmark, save_bz2_pickle
+    from xminigrid.core.constants import TILES_REGISTRY, Colors, Tiles
+    from xminigrid.core.goals import AgentHoldGoal, AgentNearGoal
+    from xminigrid.core.rules import EmptyRule
+
+    ball = TILES_REGISTRY[Tiles.BALL, Colors.RED]
+    square = TILES_REGISTRY[Tiles.SQUARE, Colors.GREEN]
+    goals = [AgentNearGoal(tile=ball).encode(), AgentHoldGoal(tile=square).encode()]
+    rules = EmptyRule().encode()[None]
+    benchmark = dict(
+        goals=np.stack(goals),
+        rules=np.stack([rules, rules]),
+        init_tiles=np.stack([ball[None], square[None]]),
+        num_rules=np.array([1, 1]),
+    )
+    save_bz2_pickle(benchmark, str(tmp_path / "two_rulesets"))
+    name = "xminigrid/XLand-MiniGrid-R1-9x9"
+    ours, params = envs.make(name, benchmark_path=str(tmp_path / "two_rulesets"))
+    theirs, their_params = xminigrid.make("XLand-MiniGrid-R1-9x9")
+
+    def one_env(key):
+        obs, state = ours.reset(key, params)
+        # The suite's reset, given the ruleset and the key the adapter drew.
+        drawn = Benchmark(**benchmark).get_ruleset(
+            jnp.argmax((params.benchmark.goals == state[0].state.goal_encoding).all(1))
+        )
+        reset_key = jax.random.split(key)[0]
+        timestep = theirs.reset(their_params.replace(ruleset=drawn), reset_key)
+        return obs, state[0].state.goal_encoding, timestep.observation
+
+    obs, goal, their_obs = _rollouts(one_env)
+    np.testing.assert_array_equal(obs, their_obs)
+    assert {tuple(g) for g in goal} == {tuple(g) for g in np.stack(goals)}
+
+
 def test_jumanji_matches_jumanji_step_and_resets_fresh():
     jumanji = _suite("jumanji")
     ours, params = envs.make("jumanji/Maze-v0", max_steps=T)
