@@ -4,7 +4,7 @@
 ``RLIABLE`` holds what rliable 1.2.0 gives for ``SCORES`` (50,000
 resamples, ``np.random.seed(0)``): IQM and profiles must match exactly,
 interval ends within bootstrap noise. The slow test recomputes them with
-rliable itself where it is installed.
+rliable itself (the ``rliable`` extra).
 """
 
 import numpy as np
@@ -65,7 +65,7 @@ def test_performance_profile_matches_rliable():
 
 @pytest.mark.slow
 def test_against_rliable_itself():
-    """Where rliable installs (``pip install rliable==1.2.0 'pandas<3'``)."""
+    """With the rliable extra (``pip install -e '.[rliable]'``)."""
     import warnings
 
     rliable = pytest.importorskip("rliable.library")
