@@ -4,6 +4,8 @@ truncation, exact at ``max_steps``; resets are fresh. Each suite is compared
 in one small compiled program; full Craftax's comparison is slow."""
 
 import importlib
+import subprocess
+import sys
 
 import jax
 import jax.numpy as jnp
@@ -57,10 +59,8 @@ def test_names_are_the_suites_own():
         "popgym_arcade.registration": lambda m: (
             set(m.REGISTERED_ENVIRONMENTS) == set(POPGYM_IDS)
         ),
-        "pgx": lambda m: (
-            {i for i in m.available_envs() if i == "2048" or i.startswith("minatar")}
-            == set(PGX_IDS)
-        ),
+        # The adapter refuses a game with more than one player.
+        "pgx": lambda m: set(PGX_IDS) <= set(m.available_envs()),
     }
     for module, agrees in checks.items():
         try:
@@ -70,17 +70,37 @@ def test_names_are_the_suites_own():
         assert agrees(suite), module
 
 
-def test_missing_or_left_out_say_why_in_one_line():
+def test_left_out_envs_say_why_in_one_line():
     for name in ("jumanji/JobShop-v0", "jumanji/Sokoban-v0"):
         with pytest.raises(KeyError) as e:
             envs.make(name)
         assert "left out" in str(e.value) and "\n" not in str(e.value)
-    from ondevice_rl.envs.suite_adapter import missing_suite_reason
-    from ondevice_rl.envs.suites import SUITES
 
-    line = missing_suite_reason("navix", "navix")
-    assert line == "navix is not installed: pip install 'ondevice_rl[navix]'"
-    assert "--no-deps popgym-arcade==0.0.7" in SUITES["popgym"].how
+
+def test_missing_suites_say_what_to_install_in_one_line():
+    modules = ("craftax", "navix", "xminigrid", "jumanji", "popgym_arcade", "pgx")
+    names = ("craftax/Craftax-Classic-Symbolic-v1", "navix/Navix-Empty-8x8-v0")
+    names += ("xminigrid/MiniGrid-Empty-8x8", "jumanji/Maze-v0")
+    names += ("popgym/CartPoleEasy", "pgx/2048")
+    code = (
+        f"import sys\nfor m in {modules!r}: sys.modules[m] = None\n"
+        "from ondevice_rl import envs\n"
+        f"for name in {names!r}:\n"
+        "    try:\n        envs.make(name)\n"
+        "    except KeyError as e:\n        print(e.args[0])\n"
+    )
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    lines = run.stdout.strip().splitlines()
+    assert len(lines) == len(names), run.stdout + run.stderr
+    for line, extra in zip(
+        lines[:4], ("craftax", "navix", "xminigrid", "jumanji"), strict=True
+    ):
+        assert line.endswith(f"is not installed: pip install 'ondevice_rl[{extra}]'")
+    assert lines[4].endswith(
+        "pip install 'ondevice_rl[popgym]' && pip install --no-deps "
+        "popgym-arcade==0.0.7"
+    )
+    assert lines[5].endswith("pip install 'ondevice_rl[pgx]'")
 
 
 def test_navix_matches_navix_step():
