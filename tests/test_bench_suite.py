@@ -41,7 +41,7 @@ def test_gpu_suite_small(tmp_path, capsys, monkeypatch):
     steps = 1024
     one = estimate_member_bytes(train_speed.bench_config(steps, algo="ppo"))
     # A device that holds two members: the population of 4 is skipped.
-    monkeypatch.setattr(gpu_suite, "_device_budget", lambda: 2 * one + 1)
+    monkeypatch.setattr(gpu_suite, "device_budget", lambda: 2 * one + 1)
     data, out = _suite(
         tmp_path, "--algos", "ppo", "--seeds", "1,2,4", "--timesteps", str(steps),
         "--matmul-precision", "high",

@@ -34,25 +34,14 @@ from collections.abc import Callable
 from pathlib import Path
 
 import jax
-import numpy as np
-from jax.sharding import Mesh
 
 from ondevice_rl.train.bench import env_speed, report, train_speed
 from ondevice_rl.train.kit.registry import algorithms
-from ondevice_rl.train.services.memory import estimate_member_bytes, memory_budget
+from ondevice_rl.train.services.memory import device_budget, estimate_member_bytes
 
 SEEDS = (1, 16, 256, 2048)
 BATCHES = (1, 16, 256, 1024, 4096, 16384, 65536)
 ENVS = env_speed.OURS + ("gymnax/Breakout-MinAtar",)
-
-
-def default_envs() -> tuple[str, ...]:
-    """``ENVS`` and ``bench env``'s brax envs if brax is installed."""
-    from ondevice_rl import envs
-
-    return ENVS + tuple(name for name in env_speed.BRAX if name in envs.names())
-
-
 #: Env steps per seed: on-policy learners as ``bench train``; the replay
 #: learners, one gradient step per env step, fewer (as in the CPU tables).
 TIMESTEPS = dict(ppo=500_000, a2c=500_000, pqn=500_000, dqn=200_000)
@@ -63,6 +52,13 @@ LIBRARIES = ("jax", "jaxlib", "jax-cuda12-plugin", "jax-cuda12-pjrt", "libtpu")
 LIBRARIES += ("flax", "optax", "numpy", "gymnax", "brax")
 MEMORY_SETTINGS = ("XLA_PYTHON_CLIENT_PREALLOCATE", "XLA_PYTHON_CLIENT_MEM_FRACTION")
 MEMORY_SETTINGS += ("XLA_PYTHON_CLIENT_ALLOCATOR",)
+
+
+def default_envs() -> tuple[str, ...]:
+    """``ENVS`` and ``bench env``'s brax envs if brax is installed."""
+    from ondevice_rl import envs
+
+    return ENVS + tuple(name for name in env_speed.BRAX if name in envs.names())
 
 
 def references(directory: Path | None) -> dict[str, Path]:
@@ -120,12 +116,6 @@ def environment(precision: str) -> dict:
     )
 
 
-def _device_budget() -> int:
-    """Bytes one program may use on the first device (90% of what is free)."""
-    device = jax.devices()[0]
-    return memory_budget(Mesh(np.asarray([device], dtype=object), ("pop",)), 0.9)
-
-
 def _failure(e: Exception) -> str:
     text = str(e).strip().splitlines()
     return f"{type(e).__name__}: {text[0] if text else ''}"[:300]
@@ -144,7 +134,7 @@ def bench_learner(
     reference leaves ours standing), or why not."""
     config = train_speed.bench_config(timesteps, algo=name, fields=fields)
     per_member = estimate_member_bytes(config)
-    budget = _device_budget()
+    budget = device_budget()
     rows = []
     for seeds in seed_counts:
         row = dict(algo=name, seeds=seeds, estimated_bytes=per_member * seeds)

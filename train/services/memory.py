@@ -138,9 +138,14 @@ def max_chunk_for(config: Any, mesh: Mesh, budget: int | None) -> tuple[int, int
     return max(1, budget // per_member) * mesh_size(mesh), per_member
 
 
+def device_budget(fraction: float = 0.9) -> int:
+    """``fraction`` of the first device's free bytes: what one program on it
+    may use."""
+    device = jax.devices()[0]
+    return memory_budget(Mesh(np.asarray([device], dtype=object), ("pop",)), fraction)
+
+
 def check_fits(config: Any, fraction: float = 0.9) -> int:
     """ValueError (one line) if one run of ``config`` would not fit in
     ``fraction`` of one device's free memory; returns the estimate."""
-    device = jax.devices()[0]
-    mesh = Mesh(np.asarray([device], dtype=object), ("pop",))
-    return check_member_fits(config, memory_budget(mesh, fraction))
+    return check_member_fits(config, device_budget(fraction))
