@@ -104,6 +104,31 @@ def test_conv3x3_equals_flax_conv():
     np.testing.assert_allclose(layer.apply(params, x), reference, atol=1e-5)
 
 
+def test_conv3x3_gradients_under_vmap_and_scan_equal_flax_conv():
+    import flax.linen as nn
+
+    from ondevice_rl.networks import Conv3x3
+
+    frames = jax.random.normal(jax.random.key(3), (3, 2, 5, 10, 10, 4))  # [P, T, B]
+    params = Conv3x3(8).init(jax.random.key(0), frames[0, 0])
+
+    def summed_gradients(layer):
+        def member(frames):  # a scan of gradient steps, as in an update
+            def step(total, x):
+                loss = lambda p: jnp.sum(jnp.tanh(layer.apply(p, x)))  # noqa: E731
+                return jax.tree.map(jnp.add, total, jax.grad(loss)(params)), None
+
+            zero = jax.tree.map(jnp.zeros_like, params)
+            return jax.lax.scan(step, zero, frames)[0]
+
+        return jax.jit(jax.vmap(member))(frames)
+
+    ours = summed_gradients(Conv3x3(8))
+    flax = summed_gradients(nn.Conv(8, (3, 3), padding="VALID"))
+    for a, b in zip(jax.tree.leaves(ours), jax.tree.leaves(flax), strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-4)
+
+
 @pytest.mark.parametrize("lead", [(), (7,), (3, 5)])
 def test_dense_matmul_values_and_gradients_match_numpy(lead):
     rng = np.random.default_rng(0)
