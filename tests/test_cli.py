@@ -6,8 +6,8 @@ import pytest
 
 from ondevice_rl.train.cli import build_parser, main
 from ondevice_rl.train.cli.train import _build_config
-from ondevice_rl.train.services.compile_cache import compilation_cache_dir
 from ondevice_rl.train.run.artifacts import read_metrics
+from ondevice_rl.train.services.compile_cache import compilation_cache_dir
 
 
 @pytest.fixture(autouse=True)

@@ -46,6 +46,11 @@ ENVS = env_speed.OURS + ("gymnax/Breakout-MinAtar",)
 #: learners, one gradient step per env step, fewer (as in the CPU tables).
 TIMESTEPS = dict(ppo=500_000, a2c=500_000, pqn=500_000, dqn=200_000)
 TIMESTEPS.update(sac=20_000, td3=20_000)
+#: ``--quick``: the suite's shape at sizes a CPU runs in a few minutes.
+QUICK_TIMESTEPS = dict(ppo=16_384, a2c=16_384, pqn=16_384, dqn=2_048)
+QUICK_TIMESTEPS.update(sac=2_048, td3=2_048)
+QUICK_SEEDS = (1, 4)
+QUICK_BATCHES = (1, 1024)
 #: References shipped with the package (the others come from a directory).
 SHIPPED_REFERENCES = {"sac": Path(__file__).with_name("reference_sac.py")}
 LIBRARIES = ("jax", "jaxlib", "jax-cuda12-plugin", "jax-cuda12-pjrt", "libtpu")
@@ -200,7 +205,7 @@ def run_gpu_suite(
     batches: tuple[int, ...] = BATCHES,
     learners: tuple[str, ...] | None = None,
     seed_counts: tuple[int, ...] = SEEDS,
-    timesteps: int | None = None,
+    timesteps: dict[str, int] | None = None,
     reference_dir: Path | None = None,
     precision: str = "highest",
     repeat: int = 1,
@@ -221,7 +226,7 @@ def run_gpu_suite(
     results["references"] = {k: str(v) for k, v in found.items()}
     results["train"] = {}
     for name in learners or algorithms():
-        steps = timesteps or TIMESTEPS.get(name, train_speed.DEFAULT_TIMESTEPS)
+        steps = (timesteps or TIMESTEPS).get(name, train_speed.DEFAULT_TIMESTEPS)
         fields = dict(matmul_precision=precision)
         reference = found.get(name)
         rows = bench_learner(name, seed_counts, steps, reference, fields, log, repeat)

@@ -6,13 +6,11 @@ import json
 from pathlib import Path
 
 from ondevice_rl.precision import DEFAULT_MATMUL_PRECISION, MATMUL_PRECISIONS
-from ondevice_rl.train.bench import env_speed, gpu_report, gpu_suite, train_speed
+from ondevice_rl.train.bench import gpu_report, gpu_suite, train_speed
 from ondevice_rl.train.bench.train_speed import BenchError
 from ondevice_rl.train.kit.registry import algorithms
 
 SUITES = ("gpu",)
-#: ``--quick``: the suite's shape at sizes a CPU runs in minutes.
-QUICK_SEEDS = (1, 16)
 
 
 def _names(text: str) -> tuple[str, ...]:
@@ -80,9 +78,9 @@ def _sizes(args) -> dict:
     if args.references is not None and not args.references.is_dir():
         raise BenchError(f"--references: no such directory: {args.references}")
     quick = args.quick
-    timesteps = args.timesteps or (train_speed.QUICK_TIMESTEPS if quick else None)
-    for name in learners:
-        steps = timesteps or gpu_suite.TIMESTEPS[name]
+    table = gpu_suite.QUICK_TIMESTEPS if quick else gpu_suite.TIMESTEPS
+    timesteps = {name: args.timesteps or table[name] for name in learners}
+    for name, steps in timesteps.items():
         try:
             train_speed.bench_config(steps, algo=name)
         except ValueError as e:
@@ -90,9 +88,9 @@ def _sizes(args) -> dict:
     return dict(
         envs=args.envs or gpu_suite.default_envs(),
         batches=args.batch_sizes
-        or (env_speed.QUICK_BATCHES if quick else gpu_suite.BATCHES),
+        or (gpu_suite.QUICK_BATCHES if quick else gpu_suite.BATCHES),
         learners=tuple(learners),
-        seed_counts=args.seeds or (QUICK_SEEDS if quick else gpu_suite.SEEDS),
+        seed_counts=args.seeds or (gpu_suite.QUICK_SEEDS if quick else gpu_suite.SEEDS),
         timesteps=timesteps,
         reference_dir=args.references,
         precision=args.matmul_precision,
