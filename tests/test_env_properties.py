@@ -20,15 +20,13 @@ from ondevice_rl.env_static import static_checks
 STEPS, BATCH = 24, 4
 
 
-def _available():
-    names = []
-    for name in envs.names():
-        try:
-            envs.make(name)
-        except Exception:  # an adapter whose backend is not installed
-            continue
-        names.append(name)
-    return names
+def _tested():
+    """The native ports and the gymnax adapters. brax and mjx envs compile for
+    25 s to minutes on CPU (tests/test_env_checks.py checks them under
+    ``slow``); the JAX suites' adapters are checked beside each suite's own
+    API in tests/test_suites.py. Nothing is constructed here: this runs at
+    collection, in every worker."""
+    return [n for n in envs.names() if "/" not in n or n.startswith("gymnax/")]
 
 
 @functools.cache
@@ -43,20 +41,15 @@ def _rollouts(name):
 
 #: Examples per environment: the native ports get the most, the 25 gymnax
 #: adapters fewer (each compiles a program of its own; their dynamics are
-#: gymnax's). brax and mjx envs compile for 25 s to minutes on CPU:
-#: tests/test_env_checks.py checks them under ``slow``.
+#: gymnax's).
 EXAMPLES = {"gymnax/": 3}
-
-
-def _tested(name):
-    return not name.startswith(("brax/", "mjx/"))
 
 
 def _examples(name):
     return next((n for p, n in EXAMPLES.items() if name.startswith(p)), 8)
 
 
-@pytest.mark.parametrize("name", [n for n in _available() if _tested(n)])
+@pytest.mark.parametrize("name", _tested())
 def test_steps_are_well_formed(name):
     @settings(max_examples=_examples(name), deadline=None)
     @given(

@@ -354,10 +354,16 @@ def kept_members_act_like_the_population(base, out, capsys):
     assert cli.main(["render", str(out), "--member", "3", "--deterministic"]) == 0
     assert "frames" in capsys.readouterr().out
     assert (out / "episode-member-3.gif").stat().st_size > 0
+    assert cli.main(["export", str(out), "--member", "3", "--platforms", "cpu"]) == 0
+    exported = jax.export.deserialize((out / "policy-member-3.bin").read_bytes())
+    obs = np.random.default_rng(0).normal(size=(6, 4)).astype(np.float32)
+    want = np.stack([np.asarray(policy(o)) for o in obs])
+    np.testing.assert_array_equal(np.asarray(exported.call(obs)), want)
     for argv, message in [
         (["eval", str(out)], "choose a member"),
         (["eval", str(out), "--member", "99"], "no parameters of member 99"),
         (["eval", str(out), "--member", "worst"], "a member's number or 'best'"),
+        (["export", str(out), "--member", "99"], "no parameters of member 99"),
     ]:
         assert cli.main(argv) == 2
         err = capsys.readouterr().err.strip()

@@ -27,7 +27,7 @@ def _seed_arg(parser) -> None:
     )
 
 
-def _member_arg(parser) -> None:
+def member_arg(parser) -> None:
     parser.add_argument(
         "--member",
         metavar="N|best",
@@ -36,7 +36,7 @@ def _member_arg(parser) -> None:
     )
 
 
-def _member(args):
+def parse_member(args):
     """``--member`` as load_run takes it (a number or "best")."""
     text = args.member
     if text is None:
@@ -71,7 +71,7 @@ def add_subcommands(subparsers, algo: str | None = None) -> None:
         help="greedy actions (argmax / Gaussian mean) instead of sampled ones",
     )
     _seed_arg(evaluate)
-    _member_arg(evaluate)
+    member_arg(evaluate)
     evaluate.add_argument("--debug", action="store_true", help="show tracebacks")
     evaluate.set_defaults(func=_eval)
     one_line_errors(evaluate)
@@ -105,7 +105,7 @@ def add_subcommands(subparsers, algo: str | None = None) -> None:
         help="resize the frames by X (default 1)",
     )
     _seed_arg(render)
-    _member_arg(render)
+    member_arg(render)
     render.add_argument("--debug", action="store_true", help="show tracebacks")
     render.set_defaults(func=_render)
     one_line_errors(render)
@@ -163,7 +163,7 @@ def _eval(args) -> int:
 
     try:
         _check_seed(args.seed)
-        member = _member(args)
+        member = parse_member(args)
         run, result, compile_s, run_s = evaluate_run(
             args.run_dir, args.episodes, args.deterministic, args.seed, member
         )
@@ -219,7 +219,7 @@ def _render(args) -> int:
 
     try:
         _check_seed(args.seed)
-        member = _member(args)
+        member = parse_member(args)
         out = args.out
         if out is None:
             name = "episode.gif" if member is None else f"episode-member-{member}.gif"

@@ -1,11 +1,12 @@
 """``ondevice-rl export RUN_DIR --out policy.bin``: the run's deterministic
 policy as a serialized ``jax.export`` artifact that JAX alone loads
-(``train/use/export.py``)."""
+(``train/use/export.py``); a sweep's directory with ``--member N|best``."""
 
 from pathlib import Path
 
 from ondevice_rl.train.cli.args import one_line_errors
 from ondevice_rl.train.cli.errors import WRITE_FAILED, fail
+from ondevice_rl.train.cli.eval import member_arg, parse_member
 
 
 def add_subcommands(subparsers, algo: str | None = None) -> None:
@@ -29,6 +30,7 @@ def add_subcommands(subparsers, algo: str | None = None) -> None:
         metavar="LIST",
         help="platforms to lower for, comma-separated (default cpu,cuda,rocm,tpu)",
     )
+    member_arg(export)
     export.add_argument("--debug", action="store_true", help="show tracebacks")
     export.set_defaults(func=_export)
     one_line_errors(export)
@@ -37,12 +39,17 @@ def add_subcommands(subparsers, algo: str | None = None) -> None:
 def _export(args) -> int:
     from ondevice_rl.train.use.export import export_policy, signature, write_artifact
 
-    out = args.out if args.out is not None else args.run_dir / "policy.bin"
+    try:
+        member = parse_member(args)
+    except ValueError as e:
+        return fail("export", e)
+    default_name = "policy.bin" if member is None else f"policy-member-{member}.bin"
+    out = args.out if args.out is not None else args.run_dir / default_name
     platforms = tuple(p.strip() for p in args.platforms.split(",") if p.strip())
     if out.is_dir():
         return fail("export", f"--out {out} is a directory; name the file")
     try:
-        exported = export_policy(args.run_dir, None, platforms)
+        exported = export_policy(args.run_dir, None, platforms, member=member)
     except (ValueError, KeyError, OSError) as e:
         if args.debug:
             raise
