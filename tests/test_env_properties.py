@@ -35,7 +35,10 @@ def _rollouts(name):
     env, defaults = envs.make(name)
     results, _ = static_checks(env, defaults)
     assert all(r.ok for r in results), [r for r in results if not r.ok]
-    assert env.observation_space(defaults).dtype == jnp.float32  # the learners'
+    space = env.observation_space(defaults)  # a dict of spaces beside a mask
+    spaces = space.values() if isinstance(space, dict) else [space]
+    masks = space.get("action_mask") if isinstance(space, dict) else None
+    assert all(s.dtype == jnp.float32 for s in spaces if s is not masks)
     return Rollouts(env, BATCH, STEPS)
 
 
