@@ -15,7 +15,8 @@ cut short, and a fence that cannot run here says why in its info string
   ``$`` commands) run in ``bash -e -o pipefail``
   as subprocesses in a scratch directory, with this interpreter's ``bin/``
   first on ``PATH`` (``ondevice-rl``), the suite's ``JAX_PLATFORMS`` and
-  ``XLA_FLAGS``, and one compilation cache shared by the shell fences.
+  ``XLA_FLAGS``, and one compilation cache shared by the shell fences (and
+  the xdist workers).
 * Training is cut short: ``--total-timesteps N`` and ``total_timesteps=N``
   become ``N // 100`` (at least 4096), which keeps their order above 409,600
   (a resume that extends a run still extends it) and leaves each learner a
@@ -149,8 +150,15 @@ def test_the_collector_and_the_cut():
 
 
 @pytest.fixture(scope="session")
-def shell_cache(tmp_path_factory):
-    return tmp_path_factory.mktemp("jax-cache")
+def shell_cache(tmp_path_factory, worker_id):
+    """One compilation cache for every shell fence, shared by the xdist
+    workers (their base directories sit side by side): pages train the same
+    small runs, so a program compiled for one fence is loaded by the next."""
+    base = tmp_path_factory.getbasetemp()
+    shared = base.parent if worker_id != "master" else base
+    path = shared / "docs-jax-cache"
+    path.mkdir(exist_ok=True)
+    return path
 
 
 @pytest.mark.parametrize("snippet", SNIPPETS, ids=lambda s: s.name)

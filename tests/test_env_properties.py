@@ -26,7 +26,17 @@ def _tested():
     ``slow``); the JAX suites' adapters are checked beside each suite's own
     API in tests/test_suites.py. Nothing is constructed here: this runs at
     collection, in every worker."""
-    return [n for n in envs.names() if "/" not in n or n.startswith("gymnax/")]
+    names = [n for n in envs.names() if "/" not in n or n.startswith("gymnax/")]
+    return [pytest.param(n, marks=SLOW) if n in SLOW_IDS else n for n in names]
+
+
+#: gymnax's MinAtar games compile for 2-8 s each at opt level 0 (their
+#: adapter is checked in tests/test_adapters.py): under ``slow``.
+SLOW_IDS = {
+    f"gymnax/{g}-MinAtar"
+    for g in ("Asterix", "Breakout", "Freeway", "Seaquest", "SpaceInvaders")
+}
+SLOW = pytest.mark.slow
 
 
 @functools.cache

@@ -46,8 +46,10 @@ def test_make_train_output_has_a_leading_updates_axis(name):
     out = jax.jit(algorithm.make_train(config))(jax.random.key(0), config.hyperparams)
     assert out.metrics["episode_return"].shape == (config.num_updates,) == (2,)
     trainer = algorithm.make_trainer(config)
-    state = trainer.init(jax.random.key(0), config.hyperparams)
-    _, metrics = trainer.run(state, config.hyperparams, None, 1)
+    state = jax.eval_shape(trainer.init, jax.random.key(0), config.hyperparams)
+    _, metrics = jax.eval_shape(
+        lambda s: trainer.run(s, config.hyperparams, None, 1), state
+    )
     assert set(metrics) == set(out.metrics)
 
 
