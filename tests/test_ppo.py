@@ -123,6 +123,7 @@ def test_hyperparams_are_traced_no_recompile_and_values_matter():
     assert not np.allclose(first, second.metrics["total_loss"])
 
 
+@pytest.mark.slow  # default suite: test_sweep's member-alone check (PPO)
 def test_population_member_matches_single_run():
     config = ppo.PPOConfig(total_timesteps=4_096)
     train = ppo.make_train(config)

@@ -253,6 +253,7 @@ def _scores(out):
     return sorted(rows[1:])
 
 
+@pytest.mark.slow  # default: test_sweep's interrupt, test_faults' damaged chunk
 def test_a_killed_sweep_keeps_its_chunks_and_resumes_the_rest(tmp_path):
     whole = _sweep([*SWEEP, "--out", str(tmp_path / "whole")], tmp_path / "cache")
     assert whole.wait(timeout=600) == 0, whole.stderr.read()
