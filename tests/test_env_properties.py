@@ -20,6 +20,15 @@ from ondevice_rl.env_static import static_checks
 STEPS, BATCH = 24, 4
 
 
+#: gymnax's MinAtar games compile for 2-8 s each at opt level 0 (their
+#: adapter is checked in tests/test_adapters.py): under ``slow``.
+SLOW_IDS = {
+    f"gymnax/{g}-MinAtar"
+    for g in ("Asterix", "Breakout", "Freeway", "Seaquest", "SpaceInvaders")
+}
+SLOW = pytest.mark.slow
+
+
 def _tested():
     """The native ports and the gymnax adapters. brax and mjx envs compile for
     25 s to minutes on CPU (tests/test_env_checks.py checks them under
@@ -28,15 +37,6 @@ def _tested():
     collection, in every worker."""
     names = [n for n in envs.names() if "/" not in n or n.startswith("gymnax/")]
     return [pytest.param(n, marks=SLOW) if n in SLOW_IDS else n for n in names]
-
-
-#: gymnax's MinAtar games compile for 2-8 s each at opt level 0 (their
-#: adapter is checked in tests/test_adapters.py): under ``slow``.
-SLOW_IDS = {
-    f"gymnax/{g}-MinAtar"
-    for g in ("Asterix", "Breakout", "Freeway", "Seaquest", "SpaceInvaders")
-}
-SLOW = pytest.mark.slow
 
 
 @functools.cache

@@ -46,11 +46,10 @@ ENVS = env_speed.OURS + ("gymnax/Breakout-MinAtar",)
 #: learners, one gradient step per env step, fewer (as in the CPU tables).
 TIMESTEPS = dict(ppo=500_000, a2c=500_000, pqn=500_000, dqn=200_000)
 TIMESTEPS.update(sac=20_000, td3=20_000)
-#: ``--quick``: the suite's shape at sizes a CPU runs in a few minutes.
+#: ``--quick``: the suite's shape at sizes a CPU runs in a few minutes (with
+#: the CPU benches' quick seeds and batch sizes).
 QUICK_TIMESTEPS = dict(ppo=16_384, a2c=16_384, pqn=16_384, dqn=2_048)
 QUICK_TIMESTEPS.update(sac=2_048, td3=2_048)
-QUICK_SEEDS = (1, 4)
-QUICK_BATCHES = (1, 1024)
 #: References shipped with the package (the others come from a directory).
 SHIPPED_REFERENCES = {"sac": Path(__file__).with_name("reference_sac.py")}
 LIBRARIES = ("jax", "jaxlib", "jax-cuda12-plugin", "jax-cuda12-pjrt", "libtpu")

@@ -143,6 +143,36 @@ def add_config_flags(parser: argparse.ArgumentParser, algorithm) -> None:
         group.add_argument(flag_name(field.name), help=help_text, **kwargs)
 
 
+def member_arg(parser) -> None:
+    parser.add_argument(
+        "--member",
+        metavar="N|best",
+        help="RUN_DIR is a sweep: use member N's final parameters (sweep.csv's "
+        "member), or the best member's",
+    )
+
+
+def parse_member(args):
+    """``--member`` as load_run takes it (a number or "best")."""
+    text = args.member
+    if text is None:
+        return None
+    if text.strip().isdigit():
+        return int(text)
+    if text.strip() == "best":
+        return "best"
+    raise ValueError(f"--member must be a member's number or 'best', got {text!r}")
+
+
+def member_file(name: str, member) -> str:
+    """``name`` for a run, ``<stem>-member-<member><suffix>`` for a sweep's
+    member (``policy.bin`` -> ``policy-member-3.bin``)."""
+    if member is None:
+        return name
+    stem, dot, suffix = name.rpartition(".")
+    return f"{stem}-member-{member}{dot}{suffix}"
+
+
 def one_line_errors(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     """Bad flags give one line on stderr and exit status 2 (no usage dump)."""
 

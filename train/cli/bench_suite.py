@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 from ondevice_rl.precision import DEFAULT_MATMUL_PRECISION, MATMUL_PRECISIONS
-from ondevice_rl.train.bench import gpu_report, gpu_suite, train_speed
+from ondevice_rl.train.bench import env_speed, gpu_report, gpu_suite, train_speed
 from ondevice_rl.train.bench.train_speed import BenchError
 from ondevice_rl.train.kit.registry import algorithms
 
@@ -88,9 +88,10 @@ def _sizes(args) -> dict:
     return dict(
         envs=args.envs or gpu_suite.default_envs(),
         batches=args.batch_sizes
-        or (gpu_suite.QUICK_BATCHES if quick else gpu_suite.BATCHES),
+        or (env_speed.QUICK_BATCHES if quick else gpu_suite.BATCHES),
         learners=tuple(learners),
-        seed_counts=args.seeds or (gpu_suite.QUICK_SEEDS if quick else gpu_suite.SEEDS),
+        seed_counts=args.seeds
+        or (train_speed.QUICK_SEEDS if quick else gpu_suite.SEEDS),
         timesteps=timesteps,
         reference_dir=args.references,
         precision=args.matmul_precision,

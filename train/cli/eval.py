@@ -14,7 +14,14 @@ import time
 from pathlib import Path
 
 from ondevice_rl.ranges import MAX_INT
-from ondevice_rl.train.cli.args import int_arg, one_line_errors, positive_int_arg
+from ondevice_rl.train.cli.args import (
+    int_arg,
+    member_arg,
+    member_file,
+    one_line_errors,
+    parse_member,
+    positive_int_arg,
+)
 from ondevice_rl.train.cli.errors import WRITE_FAILED, fail
 from ondevice_rl.train.run.checks import SEED_RANGE, RunArgError, check_seed
 
@@ -25,27 +32,6 @@ def _seed_arg(parser) -> None:
     parser.add_argument(
         "--seed", type=int_arg, default=0, help=f"PRNG seed in {SEED_RANGE} (default 0)"
     )
-
-
-def member_arg(parser) -> None:
-    parser.add_argument(
-        "--member",
-        metavar="N|best",
-        help="RUN_DIR is a sweep: use member N's final parameters (sweep.csv's "
-        "member), or the best member's",
-    )
-
-
-def parse_member(args):
-    """``--member`` as load_run takes it (a number or "best")."""
-    text = args.member
-    if text is None:
-        return None
-    if text.strip().isdigit():
-        return int(text)
-    if text.strip() == "best":
-        return "best"
-    raise ValueError(f"--member must be a member's number or 'best', got {text!r}")
 
 
 def add_subcommands(subparsers, algo: str | None = None) -> None:
@@ -205,7 +191,7 @@ def _eval(args) -> int:
     path = args.run_dir / EVAL_FILE
     if run.member is not None:
         record["member"] = run.member
-        path = args.run_dir / f"eval-member-{run.member}.json"
+        path = args.run_dir / member_file(EVAL_FILE, run.member)
     try:
         write_json(path, record)
     except OSError as e:
@@ -222,8 +208,7 @@ def _render(args) -> int:
         member = parse_member(args)
         out = args.out
         if out is None:
-            name = "episode.gif" if member is None else f"episode-member-{member}.gif"
-            out = args.run_dir / name
+            out = args.run_dir / member_file("episode.gif", member)
         done = render_run(
             args.run_dir,
             out,

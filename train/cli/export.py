@@ -4,9 +4,13 @@ policy as a serialized ``jax.export`` artifact that JAX alone loads
 
 from pathlib import Path
 
-from ondevice_rl.train.cli.args import one_line_errors
+from ondevice_rl.train.cli.args import (
+    member_arg,
+    member_file,
+    one_line_errors,
+    parse_member,
+)
 from ondevice_rl.train.cli.errors import WRITE_FAILED, fail
-from ondevice_rl.train.cli.eval import member_arg, parse_member
 
 
 def add_subcommands(subparsers, algo: str | None = None) -> None:
@@ -43,8 +47,11 @@ def _export(args) -> int:
         member = parse_member(args)
     except ValueError as e:
         return fail("export", e)
-    default_name = "policy.bin" if member is None else f"policy-member-{member}.bin"
-    out = args.out if args.out is not None else args.run_dir / default_name
+    out = (
+        args.out
+        if args.out is not None
+        else args.run_dir / member_file("policy.bin", member)
+    )
     platforms = tuple(p.strip() for p in args.platforms.split(",") if p.strip())
     if out.is_dir():
         return fail("export", f"--out {out} is a directory; name the file")
