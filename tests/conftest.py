@@ -5,6 +5,12 @@
 is pinned to 1 so that a CLI run in-process (which asks for one CPU device per
 core, ``use_cpu_cores``) cannot change it for the tests after it, whatever
 the order; multi-device tests run in subprocesses with their own flags.
+
+The whole session shares one JAX compilation cache across the xdist workers
+(and the CLI subprocesses the tests start): many tests compile the same
+small programs, so a program compiled in one worker is loaded by the next.
+A test that sets ``ONDEVICE_RL_CACHE_DIR`` for itself gets the suite's cache
+back afterwards.
 """
 
 import os
@@ -19,6 +25,27 @@ import signal  # noqa: E402
 import pytest  # noqa: E402
 
 import ondevice_rl  # noqa: E402, F401  (sets XLA_FLAGS before jax starts)
+from ondevice_rl.train.services.compile_cache import (  # noqa: E402
+    CACHE_ENV,
+    use_compilation_cache,
+)
+
+
+@pytest.fixture(scope="session")
+def suite_cache(tmp_path_factory, worker_id):
+    """The session's compilation cache, shared by the xdist workers (their
+    base directories sit side by side)."""
+    base = tmp_path_factory.getbasetemp()
+    path = (base.parent if worker_id != "master" else base) / "jax-cache"
+    path.mkdir(exist_ok=True)
+    os.environ[CACHE_ENV] = str(path)
+    return path
+
+
+@pytest.fixture(autouse=True)
+def _suite_cache_in_use(suite_cache):
+    use_compilation_cache(True)
+    yield
 
 
 @pytest.fixture

@@ -10,12 +10,6 @@ from ondevice_rl.train.run.artifacts import read_metrics
 from ondevice_rl.train.services.compile_cache import compilation_cache_dir
 
 
-@pytest.fixture(autouse=True)
-def _no_persistent_cache(monkeypatch):
-    # Keep the tests from writing to ~/.cache.
-    monkeypatch.setenv("ONDEVICE_RL_CACHE_DIR", "off")
-
-
 def test_train_writes_run_files(tmp_path, capsys):
     out = tmp_path / "cp"
     # Same config as tests/test_runner.py (8 updates of 4 x 128 steps); its

@@ -15,8 +15,7 @@ cut short, and a fence that cannot run here says why in its info string
   ``$`` commands) run in ``bash -e -o pipefail``
   as subprocesses in a scratch directory, with this interpreter's ``bin/``
   first on ``PATH`` (``ondevice-rl``), the suite's ``JAX_PLATFORMS`` and
-  ``XLA_FLAGS``, and one compilation cache shared by the shell fences (and
-  the xdist workers).
+  ``XLA_FLAGS``, and the suite's compilation cache (``conftest.py``).
 * Training is cut short: ``--total-timesteps N`` and ``total_timesteps=N``
   become ``N // 100`` (at least 4096), which keeps their order above 409,600
   (a resume that extends a run still extends it) and leaves each learner a
@@ -149,33 +148,20 @@ def test_the_collector_and_the_cut():
     assert session_commands(session) == "ls \\\n    -a\necho hi\n"
 
 
-@pytest.fixture(scope="session")
-def shell_cache(tmp_path_factory, worker_id):
-    """One compilation cache for every shell fence, shared by the xdist
-    workers (their base directories sit side by side): pages train the same
-    small runs, so a program compiled for one fence is loaded by the next."""
-    base = tmp_path_factory.getbasetemp()
-    shared = base.parent if worker_id != "master" else base
-    path = shared / "docs-jax-cache"
-    path.mkdir(exist_ok=True)
-    return path
-
-
 @pytest.mark.parametrize("snippet", SNIPPETS, ids=lambda s: s.name)
-def test_snippet_runs(snippet, tmp_path, monkeypatch, shell_cache):
+def test_snippet_runs(snippet, tmp_path, monkeypatch, suite_cache):
     if snippet.skip is not None:
         pytest.skip(snippet.skip)
     code = shortened(snippet.code)
     if snippet.language == "python":
         monkeypatch.chdir(tmp_path)
-        monkeypatch.setenv("ONDEVICE_RL_CACHE_DIR", "off")  # run_training's cache
         # Blank lines first, so that a traceback names the page's own line.
         program = compile("\n" * snippet.line + code, str(snippet.page), "exec")
         exec(program, {"__name__": "__main__"})
         return
     env = dict(os.environ)
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
-    env["ONDEVICE_RL_CACHE_DIR"] = str(shell_cache)
+    env["ONDEVICE_RL_CACHE_DIR"] = str(suite_cache)
     env["MPLBACKEND"] = "Agg"
     done = subprocess.run(
         ["bash", "-e", "-o", "pipefail", "-c", code],

@@ -40,11 +40,6 @@ BOX_PROBE = "Probe-Box-v0"
 FAST = {"xla_backend_optimization_level": 0}
 
 
-@pytest.fixture(autouse=True)
-def _no_persistent_cache(monkeypatch):
-    monkeypatch.setenv("ONDEVICE_RL_CACHE_DIR", "off")
-
-
 @pytest.fixture(scope="module", autouse=True)
 def _fast_compiles():
     saved = PROGRAMS.compiler_options

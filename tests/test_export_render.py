@@ -68,11 +68,6 @@ LOADER = textwrap.dedent(
 )
 
 
-@pytest.fixture(autouse=True)
-def _no_persistent_cache(monkeypatch):
-    monkeypatch.setenv("ONDEVICE_RL_CACHE_DIR", "off")
-
-
 def _train(out, algo, env, *flags):
     """A run of two updates of ``algo`` on ``env``, small everything."""
     steps = 2 * get_algorithm(algo).config(env=env).steps_per_update
@@ -85,9 +80,7 @@ def _train(out, algo, env, *flags):
 @pytest.fixture(scope="module")
 def minatar_run(tmp_path_factory):
     out = tmp_path_factory.mktemp("minatar") / "run"
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("ONDEVICE_RL_CACHE_DIR", "off")
-        return _train(out, "ppo", MINATAR, "--normalize-obs")
+    return _train(out, "ppo", MINATAR, "--normalize-obs")
 
 
 def _check_export(run_dir, tmp_path, capsys) -> str:

@@ -54,12 +54,6 @@ HOLD = (
 )
 
 
-@pytest.fixture(autouse=True)
-def _no_compilation_cache(monkeypatch):
-    # The CLI run in this process leaves JAX's persistent cache alone.
-    monkeypatch.setenv("ONDEVICE_RL_CACHE_DIR", "off")
-
-
 def _train(out, **kwargs):
     config = get_algorithm("ppo").config(**CONFIG)
     return train_from_config(

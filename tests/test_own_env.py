@@ -52,7 +52,6 @@ def example(monkeypatch, tmp_path):
     monkeypatch.syspath_prepend(str(dist))
     monkeypatch.setattr(registry, "_PLUGINS", {})
     monkeypatch.setattr(registry, "_PLUGINS_READ", False)
-    monkeypatch.setenv("ONDEVICE_RL_CACHE_DIR", "off")
     yield dist
     for name in [m for m in sys.modules if m.split(".")[0] == "taxi_port"]:
         del sys.modules[name]

@@ -20,11 +20,6 @@ from ondevice_rl.train.use import render, renderers
 pytest.importorskip("pygame")
 
 
-@pytest.fixture(autouse=True)
-def _no_persistent_cache(monkeypatch):
-    monkeypatch.setenv("ONDEVICE_RL_CACHE_DIR", "off")
-
-
 @pytest.fixture(scope="module")
 def run_dir(tmp_path_factory):
     """A tiny PPO CartPole run (2 updates, compiled without optimisation)."""

@@ -36,7 +36,6 @@ NAME = re.compile(r"CartPole-v1-ppo-s1-\d{8}-\d{6}")
 
 @pytest.fixture(autouse=True)
 def _quiet(monkeypatch, tmp_path):
-    monkeypatch.setenv("ONDEVICE_RL_CACHE_DIR", "off")  # no ~/.cache in tests
     monkeypatch.chdir(tmp_path)
 
 

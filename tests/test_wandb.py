@@ -68,7 +68,6 @@ def test_the_runs_config_and_rows_reach_wandb(tmp_path, monkeypatch):
     monkeypatch.setenv("WANDB_MODE", "offline")
     monkeypatch.setenv("WANDB_DIR", str(tmp_path))
     monkeypatch.setenv("WANDB_SILENT", "true")
-    monkeypatch.setenv("ONDEVICE_RL_CACHE_DIR", "off")
     monkeypatch.chdir(tmp_path)
     run = dict(RUN, log_every=4, progress=False, wandb="ondevice-rl-test")
     result = ondevice_rl.run_training(**run)

@@ -47,9 +47,14 @@ def train_table(train: dict) -> Table:
     algo = train.get("algo", "ppo").upper()
     table = Table(title=f"bench train: {algo} CartPole-v1 (SPS = env steps/s)")
     has_ref = any("reference" in r for r in train["results"])
+    peak = train.get("matmul_peak_gflops")
+    if peak:
+        table.title += f"; one device's matmul peak {peak:.0f} GFLOP/s"
     columns = ["seeds", "devices", "steps/seed", "SPS", "compile s", "run s", "return"]
+    columns += ["GFLOP/s", "% peak"]
     if has_ref:
-        columns += ["ref SPS", "ref compile s", "ref return", "SPS ×", "compile ×"]
+        columns += ["ref SPS", "ref compile s", "ref return", "SPS ×", "median ×"]
+        columns += ["compile ×"]
     for c in columns:
         table.add_column(c, justify="right")
     for r in train["results"]:
@@ -61,6 +66,8 @@ def train_table(train: dict) -> Table:
             f"{r['compile_s']:.1f}",
             f"{r['run_s']:.2f}",
             f"{r['final_return']:.0f}",
+            f"{r.get('matmul_gflops', math.nan):.1f}",
+            f"{100 * r.get('peak_fraction', math.nan):.0f}",
         ]
         if has_ref:
             ref, ratio = r.get("reference", {}), r.get("ratio", {})
@@ -69,6 +76,7 @@ def train_table(train: dict) -> Table:
                 f"{ref.get('compile_s', math.nan):.1f}",
                 f"{ref.get('final_return', math.nan):.0f}",
                 f"{ratio.get('sps', math.nan):.2f}",
+                f"{ratio.get('sps_median', math.nan):.2f}",
                 f"{ratio.get('compile', math.nan):.2f}",
             ]
         table.add_row(*row)
@@ -175,7 +183,10 @@ def plot(results: dict, path: Path) -> None:
         xscale="log",
         yscale="log",
     )
-    per_seed, algo = 4, "PPO"
+    per_seed, algo, peak_note = 4, "PPO", ""
+    if results.get("train", {}).get("matmul_peak_gflops"):
+        peak = results["train"]["matmul_peak_gflops"]
+        peak_note = f"\nlabels: share of one device's matmul peak ({peak:.0f} GFLOP/s)"
     if "train" in results:
         rows = results["train"]["results"]
         per_seed = rows[0].get("num_envs", 4)
@@ -185,6 +196,16 @@ def plot(results: dict, path: Path) -> None:
         xs = [per_seed * r["seeds"] for r in rows]
         ticks = sorted(set(xs) | {per_seed})
         ax_train.plot(xs, [r["sps"] for r in rows], "-o", label="ours (fused, vmap)")
+        for x, r in zip(xs, rows, strict=True):
+            if "peak_fraction" in r:  # the share of the device's matmul peak
+                ax_train.annotate(
+                    f"{100 * r['peak_fraction']:.0f}%",
+                    (x, r["sps"]),
+                    textcoords="offset points",
+                    xytext=(0, 6),
+                    ha="center",
+                    fontsize=7,
+                )
         refs = [
             (per_seed * r["seeds"], r["reference"]["sps"])
             for r in rows
@@ -205,12 +226,20 @@ def plot(results: dict, path: Path) -> None:
             [per_seed], [host["fused"]["sps"]], "^", ms=9, label="fused, 1 seed"
         )
     ax_train.set(
-        title=f"{algo} CartPole ({per_seed} envs per seed)",
+        title=f"{algo} CartPole ({per_seed} envs per seed)" + peak_note,
         xlabel=f"parallel envs (seeds × {per_seed})",
         ylabel="env steps / s",
         xscale="log",
         yscale="log",
     )
+    meta = results.get("meta")
+    if meta:  # the machine the figures belong to
+        fig.suptitle(
+            f"{meta.get('processor', meta.get('machine', ''))}, "
+            f"{meta.get('cpu_count')} cores, {meta.get('devices')} "
+            f"{meta.get('backend', '')} device(s), jax {meta.get('jax')}",
+            fontsize=9,
+        )
     for ax in (ax_env, ax_train):
         ax.grid(True, which="both", alpha=0.3)
         ax.xaxis.set_major_formatter(ScalarFormatter())

@@ -15,7 +15,9 @@ timesteps // N`` updates.
 With ``reference``, the reference script runs as a subprocess with the same
 ``--seeds``/``--timesteps`` and environment (``XLA_FLAGS`` included), right
 after ours, ``repeat`` times interleaved (ours, ref, ours, ref, ...); the best
-of each side is kept: highest SPS, lowest compile time.
+of each side is kept (highest SPS, lowest compile time) beside every repeat's
+SPS, and the ratio is given both ways: best over best and median over median
+(``ratio.sps_median``).
 """
 
 import json
@@ -38,6 +40,7 @@ from ondevice_rl.sharding import (
     make_mesh,
     replicated_sharding,
 )
+from ondevice_rl.train.bench.flops import matmul_flops, matmul_peak
 from ondevice_rl.train.bench.transfers import TransferCounter, host_ops
 from ondevice_rl.train.kit.registry import DEFAULT, algorithm_of, get_algorithm
 
@@ -83,8 +86,10 @@ def measure_ours(
     """Compiles and runs our fused ``algo`` once; returns the JSON record.
 
     The record also has ``transfers`` (by construction: one put of keys and
-    hyperparameters, one get of the returns) and ``host_ops`` (host-talking
-    operations found in the lowered and compiled program; expected: none).
+    hyperparameters, one get of the returns), ``host_ops`` (host-talking
+    operations found in the lowered and compiled program; expected: none)
+    and ``matmul_gflops``: the program's matmul FLOPs (``flops.py``, counted
+    from its jaxpr) over the run time.
     """
     config = bench_config(timesteps, env, algo, recipe, fields)
     algorithm = algorithm_of(config)
@@ -105,6 +110,7 @@ def measure_ours(
     out = jax.block_until_ready(compiled(keys, hp))
     run_s = time.perf_counter() - t0
     returns = counter.get(out.metrics["episode_return"])  # [S, U]
+    flops = matmul_flops(train, keys, hp).flops
     steps = seeds * config.num_updates * config.steps_per_update
     return dict(
         algo=algorithm.name,
@@ -116,6 +122,7 @@ def measure_ours(
         compile_s=round(compile_s, 3),
         run_s=round(run_s, 3),
         sps=round(steps / run_s),
+        matmul_gflops=round(flops / run_s / 1e9, 2),
         final_return=round(float(np.mean(final_return(returns))), 1),
         transfers=counter.as_dict(),
         host_ops=host_ops(lowered, compiled),
@@ -175,8 +182,10 @@ def with_reference(result: dict, refs: list[dict]) -> dict:
     """``result`` with the best of the reference's ``refs`` and the ratios."""
     ref = _best(refs)
     ref["repeats"] = [r["sps"] for r in refs]
+    median = float(np.median(result["repeats"]) / np.median(ref["repeats"]))
     ratio = dict(
         sps=round(result["sps"] / ref["sps"], 3),
+        sps_median=round(median, 3),
         compile=round(result["compile_s"] / ref["compile_s"], 3),
     )
     return dict(result, reference=ref, ratio=ratio)
@@ -193,7 +202,9 @@ def run_train_bench(
     fields: dict | None = None,
 ) -> dict:
     """All seed counts: the last one's fields at top level plus ``results``
-    (``fields``: config fields over the timed config's)."""
+    (``fields``: config fields over the timed config's), and one device's
+    measured float32 matmul rate, ``matmul_peak_gflops``, with each result's
+    ``peak_fraction`` (its ``matmul_gflops`` over that rate)."""
     if reference is not None and not Path(reference).is_file():
         raise BenchError(f"--reference: no such file: {reference}")
     try:
@@ -204,5 +215,16 @@ def run_train_bench(
         bench_seeds(s, timesteps, reference, repeat, log, algo, recipe, fields)
         for s in seed_counts
     ]
+    log("train: one device's float32 matmul peak")
+    peak = matmul_peak() / 1e9
+    for result in results:
+        result["peak_fraction"] = round(result["matmul_gflops"] / peak, 3)
     summary = {k: v for k, v in results[-1].items() if k != "repeats"}
-    return dict(summary, results=results, repeat=repeat, algo=algo, recipe=recipe)
+    return dict(
+        summary,
+        results=results,
+        repeat=repeat,
+        algo=algo,
+        recipe=recipe,
+        matmul_peak_gflops=round(peak, 1),
+    )

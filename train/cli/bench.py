@@ -168,6 +168,17 @@ def _log(message: str) -> None:
     print(f"[bench] {message}", file=sys.stderr, flush=True)
 
 
+def _processor() -> str:
+    """The CPU's model name (Linux's /proc/cpuinfo), else what platform says."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
 def _meta(args) -> dict:
     import jax
 
@@ -180,6 +191,7 @@ def _meta(args) -> dict:
         cpu_count=os.cpu_count(),
         devices=jax.device_count(),
         machine=platform.machine(),
+        processor=_processor(),
         xla_flags=os.environ.get("XLA_FLAGS", ""),
         matmul_precision=args.matmul_precision,
         quick=args.quick,
