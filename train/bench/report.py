@@ -154,8 +154,13 @@ def plot(results: dict, path: Path) -> None:
     from matplotlib.figure import Figure
     from matplotlib.ticker import NullFormatter, ScalarFormatter
 
-    fig = Figure(figsize=(12, 4.8), layout="constrained")
-    ax_env, ax_train = fig.subplots(1, 2)
+    train_only = "env" not in results and "train" in results
+    fig = Figure(figsize=(6.5 if train_only else 12, 4.8), layout="constrained")
+    if train_only:  # `bench train` alone: its panel only
+        ax_train = fig.subplots(1, 1)
+        ax_env = None
+    else:
+        ax_env, ax_train = fig.subplots(1, 2)
     styles = {"ondevice_rl": ("-", "o"), "adapter": (":", "o")}
     if "env" in results:
         series = {}
@@ -176,13 +181,14 @@ def plot(results: dict, path: Path) -> None:
                 label=name,
                 color=colors[i % len(colors)],
             )
-    ax_env.set(
-        title="env stepping, random policy",
-        xlabel="parallel envs",
-        ylabel="env steps / s",
-        xscale="log",
-        yscale="log",
-    )
+    if ax_env is not None:
+        ax_env.set(
+            title="env stepping, random policy",
+            xlabel="parallel envs",
+            ylabel="env steps / s",
+            xscale="log",
+            yscale="log",
+        )
     per_seed, algo, peak_note = 4, "PPO", ""
     if results.get("train", {}).get("matmul_peak_gflops"):
         peak = results["train"]["matmul_peak_gflops"]
@@ -240,7 +246,7 @@ def plot(results: dict, path: Path) -> None:
             f"{meta.get('backend', '')} device(s), jax {meta.get('jax')}",
             fontsize=9,
         )
-    for ax in (ax_env, ax_train):
+    for ax in (ax for ax in (ax_env, ax_train) if ax is not None):
         ax.grid(True, which="both", alpha=0.3)
         ax.xaxis.set_major_formatter(ScalarFormatter())
         ax.xaxis.set_minor_formatter(NullFormatter())
