@@ -166,7 +166,20 @@ def fast_compiles(monkeypatch):
     )
 
 
-@pytest.mark.parametrize("name", ["ppo", "a2c", "dqn", "pqn", "sac", "td3", "ppo-gru"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "ppo",
+        "dqn",
+        "sac",
+        "ppo-gru",
+        # The same checkpointed state and kit as ppo (a2c, pqn) and sac (td3),
+        # each with its own fields: under slow.
+        pytest.param("a2c", marks=pytest.mark.slow),
+        pytest.param("pqn", marks=pytest.mark.slow),
+        pytest.param("td3", marks=pytest.mark.slow),
+    ],
+)
 def test_every_learner_resumes_to_the_same_numbers(name, tmp_path, fast_compiles):
     algorithm = get_algorithm(name.split("-")[0])
     extra = SMALL.get(name, {})
