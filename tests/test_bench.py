@@ -34,7 +34,8 @@ def test_bench_quick_end_to_end(tmp_path, capsys):
     assert train["sps"] > 0 and train["compile_s"] > 0
     # Matmul FLOPs over run time, and that rate over the device's peak.
     assert train["matmul_gflops"] > 0 and train["matmul_peak_gflops"] > 0
-    fraction = train["matmul_gflops"] / train["matmul_peak_gflops"]
+    peak = train["matmul_peak_gflops"] * train["devices"]
+    fraction = train["matmul_gflops"] / peak
     assert train["results"][0]["peak_fraction"] == pytest.approx(fraction, abs=1e-3)
     assert data["meta"]["processor"]
 

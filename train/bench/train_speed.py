@@ -204,7 +204,8 @@ def run_train_bench(
     """All seed counts: the last one's fields at top level plus ``results``
     (``fields``: config fields over the timed config's), and one device's
     measured float32 matmul rate, ``matmul_peak_gflops``, with each result's
-    ``peak_fraction`` (its ``matmul_gflops`` over that rate)."""
+    ``peak_fraction`` (its ``matmul_gflops`` over that rate times the
+    devices it ran on)."""
     if reference is not None and not Path(reference).is_file():
         raise BenchError(f"--reference: no such file: {reference}")
     try:
@@ -217,8 +218,9 @@ def run_train_bench(
     ]
     log("train: one device's float32 matmul peak")
     peak = matmul_peak() / 1e9
-    for result in results:
-        result["peak_fraction"] = round(result["matmul_gflops"] / peak, 3)
+    for result in results:  # over the peak of the devices the run used
+        rate = result["matmul_gflops"] / (peak * result["devices"])
+        result["peak_fraction"] = round(rate, 3)
     summary = {k: v for k, v in results[-1].items() if k != "repeats"}
     return dict(
         summary,
