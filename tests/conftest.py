@@ -9,8 +9,8 @@ the order; multi-device tests run in subprocesses with their own flags.
 The whole session shares one JAX compilation cache across the xdist workers
 (and the CLI subprocesses the tests start): many tests compile the same
 small programs, so a program compiled in one worker is loaded by the next.
-A test that sets ``ONDEVICE_RL_CACHE_DIR`` for itself gets the suite's cache
-back afterwards.
+A test that sets ``ONDEVICE_RL_CACHE_DIR`` for itself leaves the next test
+the suite's cache.
 """
 
 import os
@@ -44,8 +44,7 @@ def suite_cache(tmp_path_factory, worker_id):
 
 @pytest.fixture(autouse=True)
 def _suite_cache_in_use(suite_cache):
-    use_compilation_cache(True)
-    yield
+    use_compilation_cache(True)  # back on after a test that switched it
 
 
 @pytest.fixture

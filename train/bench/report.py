@@ -192,7 +192,9 @@ def plot(results: dict, path: Path) -> None:
     per_seed, algo, peak_note = 4, "PPO", ""
     if results.get("train", {}).get("matmul_peak_gflops"):
         peak = results["train"]["matmul_peak_gflops"]
-        peak_note = f"\nlabels: share of one device's matmul peak ({peak:.0f} GFLOP/s)"
+        peak_note = (
+            f"\nlabels: share of the matmul peak ({peak:.0f} GFLOP/s per device)"
+        )
     if "train" in results:
         rows = results["train"]["results"]
         per_seed = rows[0].get("num_envs", 4)

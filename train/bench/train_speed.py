@@ -86,10 +86,8 @@ def measure_ours(
     """Compiles and runs our fused ``algo`` once; returns the JSON record.
 
     The record also has ``transfers`` (by construction: one put of keys and
-    hyperparameters, one get of the returns), ``host_ops`` (host-talking
-    operations found in the lowered and compiled program; expected: none)
-    and ``matmul_gflops``: the program's matmul FLOPs (``flops.py``, counted
-    from its jaxpr) over the run time.
+    hyperparameters, one get of the returns) and ``host_ops`` (host-talking
+    operations found in the lowered and compiled program; expected: none).
     """
     config = bench_config(timesteps, env, algo, recipe, fields)
     algorithm = algorithm_of(config)
@@ -110,7 +108,6 @@ def measure_ours(
     out = jax.block_until_ready(compiled(keys, hp))
     run_s = time.perf_counter() - t0
     returns = counter.get(out.metrics["episode_return"])  # [S, U]
-    flops = matmul_flops(train, keys, hp).flops
     steps = seeds * config.num_updates * config.steps_per_update
     return dict(
         algo=algorithm.name,
@@ -122,11 +119,25 @@ def measure_ours(
         compile_s=round(compile_s, 3),
         run_s=round(run_s, 3),
         sps=round(steps / run_s),
-        matmul_gflops=round(flops / run_s / 1e9, 2),
         final_return=round(float(np.mean(final_return(returns))), 1),
         transfers=counter.as_dict(),
         host_ops=host_ops(lowered, compiled),
     )
+
+
+def program_flops(
+    seeds: int,
+    timesteps: int,
+    algo: str = DEFAULT,
+    recipe: str | None = None,
+    fields: dict | None = None,
+) -> int:
+    """The matmul FLOPs of the program ``measure_ours`` times (``flops.py``:
+    counted from its jaxpr, traced, never run)."""
+    config = bench_config(timesteps, None, algo, recipe, fields)
+    train = jax.vmap(algorithm_of(config).make_train(config), in_axes=(0, None))
+    keys = jax.random.split(jax.random.PRNGKey(0), seeds)
+    return matmul_flops(train, keys, config.hyperparams).flops
 
 
 def run_reference(path: Path, seeds: int, timesteps: int) -> dict:
@@ -173,6 +184,9 @@ def bench_seeds(
         if reference is not None:
             log(f"train: reference, {seeds} seed(s) ({i + 1}/{repeat})")
             refs.append(run_reference(reference, seeds, timesteps))
+    flops = program_flops(seeds, timesteps, algo, recipe, fields)
+    for record in ours:  # the program's matmul FLOPs over each run's time
+        record["matmul_gflops"] = round(flops / record["run_s"] / 1e9, 2)
     result = _best(ours)
     result["repeats"] = [r["sps"] for r in ours]
     return with_reference(result, refs) if refs else result
