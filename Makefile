@@ -14,10 +14,12 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install --quiet --no-deps 'popgym-arcade==0.0.7'
 	touch $(STAMP)
 
-# Two pytest workers, and XLA's backend optimisation off: compiles dominate
-# the default suite (tiny programs), so this halves its time on 2 cores.
+# Two pytest workers, XLA's backend optimisation off and XLA:CPU's elemental
+# emitters instead of its fusion emitters: compiles dominate the default suite
+# (tiny programs), and these flags more than halve them (tests/suite_flags.py).
+TEST_XLA_FLAGS := --xla_backend_optimization_level=0 --xla_cpu_use_fusion_emitters=false
 test: $(STAMP)
-	JAX_PLATFORMS=cpu XLA_FLAGS="$(XLA_FLAGS) --xla_backend_optimization_level=0" \
+	JAX_PLATFORMS=cpu XLA_FLAGS="$(XLA_FLAGS) $(TEST_XLA_FLAGS)" \
 		$(BIN)/python -m pytest -q -n 2
 
 test-slow: $(STAMP)

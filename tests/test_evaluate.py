@@ -16,6 +16,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from suite_flags import product_emitters
 
 from ondevice_rl.evaluation import evaluate, summarize
 from ondevice_rl.train import algorithms, get_algorithm
@@ -137,22 +138,29 @@ def test_eval_positions_follow_the_absolute_update_count():
 def test_segments_cut_off_the_evaluation_grid_give_the_same_numbers(runs):
     """After a resume that extended a run, segments start between evaluations
     (phase ≠ 0); evaluations still land on every EVERY-th update, equal."""
-    config, (_, whole) = _config("ppo"), runs["ppo"]
+    del runs  # the whole run's programs are in the cache
+    config = _config("ppo")
     key, hp = jax.random.key(1), config.hyperparams
-    plan = [(0, (1, 0)), (1, (1, 1)), (2, (2, 0))]  # (2, 0): the whole run's
+    cut = [(0, (1, 0)), (1, (1, 1)), (2, (2, 0))]
+    whole = [(0, (2, 0)), (2, (2, 0))]  # the whole run's plan, SEGMENTS of 2
     evaluation = Evaluation(EVERY, EPISODES)
-    programs, _ = compile_programs(
-        config, key, hp, None, [p for _, p in plan], evaluation
-    )
-    state = programs.init(key, hp, None)
-    chunks = []
-    for start, (length, phase) in plan:
-        segment = programs.segments[(length, phase)]
-        state, logged = segment(state, hp, None, np.int32(start), eval_key_for(key))
-        chunks.append(jax.device_get(logged.rows))
-    for name, values in whole.metrics.items():
-        np.testing.assert_array_equal(np.concatenate([c[name] for c in chunks]), values)
-    assert np.isfinite(whole.metrics["eval_return"]).tolist() == [0, 1, 0, 1]
+    with product_emitters():
+        programs, _ = compile_programs(
+            config, key, hp, None, [(1, 0), (1, 1), (2, 0)], evaluation
+        )
+
+    def run(plan):
+        state, chunks = programs.init(key, hp, None), []
+        for start, (length, phase) in plan:
+            segment = programs.segments[(length, phase)]
+            state, logged = segment(state, hp, None, np.int32(start), eval_key_for(key))
+            chunks.append(jax.device_get(logged.rows))
+        return {name: np.concatenate([c[name] for c in chunks]) for name in chunks[0]}
+
+    expected = run(whole)
+    for name, values in run(cut).items():
+        np.testing.assert_array_equal(values, expected[name])
+    assert np.isfinite(expected["eval_return"]).tolist() == [0, 1, 0, 1]
 
 
 def test_segment_with_evaluation_is_host_silent(runs):
@@ -164,21 +172,21 @@ def test_segment_with_evaluation_is_host_silent(runs):
     assert compiled and host_ops(lowered, *compiled) == []
 
 
-def test_evaluation_leaves_training_unchanged_and_resumes_equal(runs, tmp_path):
-    out_dir, whole = runs["ppo"]
-    plain = train_from_config(
-        _config("ppo"), seed=1, num_segments=SEGMENTS, progress=False
-    )
-    for name, values in plain.metrics.items():
-        np.testing.assert_array_equal(whole.metrics[name], values)
-
+def test_evaluation_leaves_training_unchanged_and_resumes_equal(tmp_path):
     def stop_after_first(done, steps, latest):
         raise KeyboardInterrupt
 
-    out = tmp_path / "stopped"
-    first = _train("ppo", out, on_segment=stop_after_first)
+    out_dir, out = tmp_path / "whole", tmp_path / "stopped"
+    with product_emitters():
+        whole = _train("ppo", out_dir)
+        plain = train_from_config(
+            _config("ppo"), seed=1, num_segments=SEGMENTS, progress=False
+        )
+        first = _train("ppo", out, on_segment=stop_after_first)
+        rest = resume_training(out, progress=False)
+    for name, values in plain.metrics.items():
+        np.testing.assert_array_equal(whole.metrics[name], values)
     assert first.interrupted and first.checkpoint == UPDATES // SEGMENTS
-    rest = resume_training(out, progress=False)
     assert rest.resumed_from == 2
     for name, values in whole.metrics.items():
         np.testing.assert_array_equal(rest.metrics[name], values)

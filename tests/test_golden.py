@@ -6,15 +6,16 @@ commit of its own that says why, with the file rewritten by::
 
     python tests/test_golden.py --write
 
-Results depend on XLA's backend optimisation level (the default suite runs
-with ``--xla_backend_optimization_level=0``) and on the vector instructions
+Results depend on the compiler's flags (the default suite's compile-speed
+flags, ``suite_flags.py``, or XLA's defaults) and on the vector instructions
 XLA:CPU compiles for (AVX-512, AVX2 or AVX: float32 sums are associated
-differently), so the file keeps one set per level and instruction set;
-``--write`` computes both levels on this machine, each in a subprocess with
-its own flags, and keeps the other machines' sets. On a machine whose
-instruction set has no set yet, the metrics are compared with the nearest
-set within float32 rounding (rtol 1e-4): still a change of the arithmetic's
-meaning fails, and ``--write`` there pins it bitwise.
+differently), so the file keeps one set per flag profile (``suite`` or
+``default``) and instruction set; ``--write`` computes both profiles on this
+machine, each in a subprocess with its own flags, and keeps the other
+machines' sets. On a machine whose instruction set has no set yet, the
+metrics are compared with the nearest set of the same profile within float32
+rounding (rtol 1e-4): still a change of the arithmetic's meaning fails, and
+``--write`` there pins it bitwise.
 """
 
 import hashlib
@@ -29,7 +30,8 @@ import numpy as np
 import pytest
 
 GOLDEN = pathlib.Path(__file__).with_name("golden_metrics.json")
-OPT0 = "--xla_backend_optimization_level=0"
+#: The default suite's flags (the Makefile's TEST_XLA_FLAGS).
+SUITE = "--xla_backend_optimization_level=0 --xla_cpu_use_fusion_emitters=false"
 
 #: One tiny config per learner, covering its switches that change the program.
 CONFIGS = {
@@ -84,8 +86,9 @@ def _isa() -> str:
 
 
 def _profile() -> str:
-    level = "opt0" if OPT0 in os.environ.get("XLA_FLAGS", "") else "default"
-    return f"{level} {_isa()}"
+    flags = os.environ.get("XLA_FLAGS", "").split()
+    profile = "suite" if all(f in flags for f in SUITE.split()) else "default"
+    return f"{profile} {_isa()}"
 
 
 def _golden() -> tuple[dict, bool]:
@@ -138,8 +141,10 @@ def test_metrics_and_params_are_bitwise_pinned(algo):
 
 def _write() -> None:
     table = json.loads(GOLDEN.read_text()) if GOLDEN.exists() else {}
-    for level, extra in (("opt0", OPT0), ("default", "")):
-        flags = os.environ.get("XLA_FLAGS", "").replace(OPT0, "")
+    for level, extra in (("suite", SUITE), ("default", "")):
+        flags = " ".join(
+            f for f in os.environ.get("XLA_FLAGS", "").split() if f not in SUITE.split()
+        )
         env = dict(os.environ, XLA_FLAGS=f"{flags} {extra}", JAX_PLATFORMS="cpu")
         code = (
             "import json, sys; sys.path.insert(0, 'tests'); import test_golden; "

@@ -9,6 +9,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from suite_flags import product_emitters
 
 from ondevice_rl.metrics import log_rows, row_updates
 from ondevice_rl.train.ppo import PPOConfig
@@ -102,12 +103,14 @@ def test_rows_of_four_updates_and_a_resume_keep_the_final_return(plain, tmp_path
 
 
 def test_a_slow_segment_replans_the_rest_shorter_with_the_same_numbers(
-    plain, monkeypatch, tmp_path
+    monkeypatch, tmp_path
 ):
-    monkeypatch.setattr(loop, "SEGMENT_SECONDS", 0.0)  # every segment too slow
-    compiles = PROGRAMS.compiles
-    out = tmp_path / "run"
-    result = train_from_config(TINY, seed=1, out_dir=out, progress=False)
+    with product_emitters():
+        plain = train_from_config(TINY, seed=1, num_segments=12, progress=False)
+        monkeypatch.setattr(loop, "SEGMENT_SECONDS", 0.0)  # every segment too slow
+        compiles = PROGRAMS.compiles
+        out = tmp_path / "run"
+        result = train_from_config(TINY, seed=1, out_dir=out, progress=False)
     assert PROGRAMS.compiles - compiles == 1  # the 1-update segment, once
     info = json.loads((out / "config.json").read_text())
     assert info["segments"] == [2] + [1] * 22 and info["segment_length"] == 1

@@ -7,6 +7,7 @@ import signal
 import jax
 import numpy as np
 import pytest
+from suite_flags import PRODUCT_EMITTERS, product_emitters
 
 from ondevice_rl import checkpoint
 from ondevice_rl.train.ppo import PPOConfig, make_train
@@ -33,8 +34,13 @@ def _assert_trees_equal(a, b):
 
 def test_segmented_run_matches_one_shot():
     """Same key, same program pieces: the segmented run equals jit(make_train)."""
-    result = train_from_config(CONFIG, seed=3, num_segments=SEGMENTS, progress=False)
-    one_shot = jax.jit(make_train(CONFIG))(jax.random.key(3), CONFIG.hyperparams)
+    with product_emitters():
+        result = train_from_config(
+            CONFIG, seed=3, num_segments=SEGMENTS, progress=False
+        )
+    key, hp = jax.random.key(3), CONFIG.hyperparams
+    lowered = jax.jit(make_train(CONFIG)).lower(key, hp)
+    one_shot = lowered.compile(compiler_options=PRODUCT_EMITTERS)(key, hp)
 
     assert set(result.metrics) == set(one_shot.metrics)
     for name, values in one_shot.metrics.items():

@@ -15,13 +15,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from suite_flags import suite_compile_flags
 
 from ondevice_rl import distributed
 
 WORKER = Path(__file__).with_name("sharding_worker.py")
 SCHEDULER_FLAG = "--xla_cpu_enable_concurrency_optimized_scheduler=false"
 TIMEOUT_S = 300
-OPT_LEVEL_FLAG = "--xla_backend_optimization_level"
 
 
 def _env(devices: int) -> dict:
@@ -29,7 +29,7 @@ def _env(devices: int) -> dict:
     env["JAX_PLATFORMS"] = "cpu"
     env["XLA_FLAGS"] = (
         f"--xla_force_host_platform_device_count={devices} {SCHEDULER_FLAG}"
-        f" {_optimisation_flag()}"
+        f" {suite_compile_flags()}"
     )
     for name in (
         distributed.ENV_COORDINATOR,
@@ -38,14 +38,6 @@ def _env(devices: int) -> dict:
     ):
         env.pop(name, None)
     return env
-
-
-def _optimisation_flag() -> str:
-    """The suite's XLA optimisation level (``make test`` lowers it to halve
-    compile times), kept for the workers: both sides of every comparison
-    run in workers, so the level cannot make them differ."""
-    flags = os.environ.get("XLA_FLAGS", "").split()
-    return " ".join(f for f in flags if f.startswith(OPT_LEVEL_FLAG))
 
 
 def _check(proc: subprocess.CompletedProcess | subprocess.Popen, output: str):

@@ -9,6 +9,7 @@ import sys
 import textwrap
 
 import pytest
+from suite_flags import suite_compile_flags
 
 from ondevice_rl._xla import (
     CPU_SCHEDULER_FLAG,
@@ -16,18 +17,12 @@ from ondevice_rl._xla import (
     ensure_cpu_scheduler_flag,
 )
 
-OPT_LEVEL_FLAG = "--xla_backend_optimization_level"
-
 
 def _run_script(script: str, xla_flags: str | None = None, timeout: int = 300):
-    # The suite's optimisation level is kept (``make test`` lowers it to halve
+    # The suite's compile flags are kept (``make test`` sets them to cut
     # compile times): the runtime hangs these scripts guard against happen
-    # at execution, whatever the compiler's optimisation level.
-    level = [
-        f
-        for f in os.environ.get("XLA_FLAGS", "").split()
-        if f.startswith(OPT_LEVEL_FLAG)
-    ]
+    # at execution, whatever the compiler's settings.
+    level = suite_compile_flags().split()
     env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
     env["JAX_PLATFORMS"] = "cpu"
     flags = " ".join([*level, *([xla_flags] if xla_flags is not None else [])])

@@ -1,0 +1,46 @@
+"""The default suite's compile-speed flags, for tests that start processes
+with XLA flags of their own (not collected: not test_*.py).
+
+``make test`` compiles with XLA's backend optimisation off and XLA:CPU's
+older elemental emitters instead of its fusion emitters: the suite's
+programs are tiny, so compiling dominates, and together the two flags more
+than halve a compile (the fusion emitters alone: about 40% of a tiny PPO
+program's compile on 2 cores). Results under them are exact and
+deterministic, but their float32 rounding differs from the default
+compiler's, so bitwise pins keep one set per flag profile
+(``test_golden.py``).
+"""
+
+import contextlib
+import os
+
+SUITE_FLAGS = ("--xla_backend_optimization_level", "--xla_cpu_use_fusion_emitters")
+
+
+def suite_compile_flags() -> str:
+    """Those of the suite's flags that are set in this process's XLA_FLAGS,
+    to be kept by a subprocess that sets its own flags."""
+    flags = os.environ.get("XLA_FLAGS", "").split()
+    return " ".join(f for f in flags if f.startswith(SUITE_FLAGS))
+
+
+#: XLA:CPU's own emitters, for a test of bitwise equality between programs
+#: of different shapes (segmented and one-shot runs, with and without
+#: evaluation): the elemental emitters round such programs' shared ops
+#: differently, while the fusion emitters, which every user's compile has,
+#: keep them bit-identical.
+PRODUCT_EMITTERS = {"xla_cpu_use_fusion_emitters": True}
+
+
+@contextlib.contextmanager
+def product_emitters():
+    """Programs compiled through the program cache inside use
+    ``PRODUCT_EMITTERS`` (on top of the cache's options)."""
+    from ondevice_rl.train.services.programs import PROGRAMS
+
+    saved = PROGRAMS.compiler_options
+    PROGRAMS.compiler_options = {**(saved or {}), **PRODUCT_EMITTERS}
+    try:
+        yield
+    finally:
+        PROGRAMS.compiler_options = saved
