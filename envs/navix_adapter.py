@@ -40,7 +40,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ondevice_rl.envs.suite_adapter import NO_LIMIT, SuiteAdapter, import_suite
+from ondevice_rl.envs.suite_adapter import (
+    NO_LIMIT,
+    SuiteAdapter,
+    import_suite,
+    without_observation,
+)
 from ondevice_rl.spaces import Box, Discrete
 
 #: Navix's registered environments (``navix.registry()`` in navix 0.7; a
@@ -96,7 +101,7 @@ SYMBOLIC_HIGH = (10, 5, 3)
 
 
 class NavixState(NamedTuple):
-    navix_timestep: Any  # navix.Timestep: its state, step count, observation
+    navix_timestep: Any  # navix.Timestep: its state and step count
     time: jax.Array  # [] int32
 
 
@@ -137,12 +142,13 @@ class NavixAdapter(SuiteAdapter):
 
     def _reset(self, key, params):
         timestep = self.navix_env.reset(key, self._cache)
-        return timestep.observation, timestep
+        return timestep.observation, without_observation(timestep)
 
     def _step(self, key, inner, action, params):
         timestep = self.navix_env._step(inner, action)
         terminated = timestep.step_type == self._termination
-        return timestep.observation, timestep, timestep.reward, terminated
+        obs = timestep.observation
+        return obs, without_observation(timestep), timestep.reward, terminated
 
     def observation_space(self, params):
         shape = tuple(int(n) for n in self.navix_env.observation_space.shape)

@@ -40,6 +40,14 @@ class TimeLimit(NamedTuple):
     max_steps: jax.Array  # [] int32
 
 
+def without_observation(timestep: Any) -> Any:
+    """A suite's timestep (a flax struct) with an empty observation, for the
+    state: the suite's step computes the next observation from the state,
+    and ours is carried beside it; kept in the state too, every auto-reset
+    would select each observation twice."""
+    return timestep.replace(observation=jnp.zeros((0,), timestep.observation.dtype))
+
+
 def missing_suite_reason(distribution: str, extra: str, how: str = "") -> str:
     """The one line for a suite that is not installed."""
     how = how or f"pip install 'ondevice_rl[{extra}]'"

@@ -36,7 +36,12 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from ondevice_rl.envs.suite_adapter import SuiteAdapter, TimeLimit, import_suite
+from ondevice_rl.envs.suite_adapter import (
+    SuiteAdapter,
+    TimeLimit,
+    import_suite,
+    without_observation,
+)
 from ondevice_rl.spaces import Box, Discrete
 
 #: xminigrid 0.9's environments (``xminigrid.registered_environments()``; a
@@ -83,7 +88,7 @@ DEFAULT_BENCHMARK = "trivial-21k"
 
 
 class XMiniGridState(NamedTuple):
-    xminigrid_timestep: Any  # xminigrid.types.TimeStep (state, last observation)
+    xminigrid_timestep: Any  # xminigrid.types.TimeStep: its state and step count
     time: jax.Array  # [] int32
 
 
@@ -131,13 +136,14 @@ class XMiniGridAdapter(SuiteAdapter):
             ruleset = params.benchmark.sample_ruleset(ruleset_key)
             xparams = xparams.replace(ruleset=ruleset)
         timestep = self.xminigrid_env.reset(xparams, key)
-        return timestep.observation, timestep
+        return timestep.observation, without_observation(timestep)
 
     def _step(self, key, inner, action, params):
         # The step reads the rules from the state, not from the params.
         timestep = self.xminigrid_env.step(self._xminigrid_params, inner, action)
         terminated = timestep.discount == 0
-        return timestep.observation, timestep, timestep.reward, terminated
+        obs = timestep.observation
+        return obs, without_observation(timestep), timestep.reward, terminated
 
     def observation_space(self, params):
         shape = self.xminigrid_env.observation_shape(self._xminigrid_params)

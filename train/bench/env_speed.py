@@ -100,16 +100,17 @@ def _timed(init: Callable, scan: Callable, seed: int, steps: int, batch: int) ->
 def _random_policy(reset, step_done, space, params, batch, steps, seed) -> dict:
     """Times ``steps`` random-policy steps of ``batch`` envs in one ``lax.scan``.
 
-    ``reset(key, params) -> (obs, state)`` and ``step_done(key, state, action,
-    params) -> (state, done)`` are unbatched; they are vmapped here. One key
-    split per step for the batch, then one key per env.
+    ``reset(key, params) -> carry`` and ``step_done(key, carry, action, params)
+    -> (carry, done)`` are unbatched; they are vmapped here. The carry holds
+    the state and the observation (a policy reads it, so no implementation
+    may let XLA drop it). One key split per step for the batch, then one key
+    per env.
     """
     batch_reset = jax.vmap(reset, in_axes=(0, None))
     batch_step = jax.vmap(step_done, in_axes=(0, 0, 0, None))
 
     def init(key):
-        _, state = batch_reset(jax.random.split(key, batch), params)
-        return state, key, jnp.int32(0)
+        return batch_reset(jax.random.split(key, batch), params), key, jnp.int32(0)
 
     def scan(carry):
         def body(carry, _):
@@ -133,12 +134,16 @@ def bench_ours(name: str, batch: int, steps: int, seed: int = 0) -> dict:
     base, params = envs.make(name)
     env = EpisodeStats(AutoReset(base))
 
-    def step_done(key, state, action, params):
-        ts = env.step(key, state, action, params)
-        return ts.state, ts.info["episode_done"]
+    def reset(key, params):
+        obs, state = env.reset(key, params)
+        return state, obs
+
+    def step_done(key, carry, action, params):
+        ts = env.step(key, carry[0], action, params)
+        return (ts.state, ts.obs), ts.info["episode_done"]
 
     result = _random_policy(
-        env.reset, step_done, env.action_space(params), params, batch, steps, seed
+        reset, step_done, env.action_space(params), params, batch, steps, seed
     )
     impl = "adapter" if "/" in name else "ondevice_rl"
     return dict(env=name, impl=impl, **result)
@@ -152,11 +157,15 @@ def bench_gymnax(gymnax_id: str, batch: int, steps: int, seed: int = 0) -> dict:
     space = genv.action_space(params)
     space = Discrete(int(space.n)) if hasattr(space, "n") else space
 
-    def step_done(key, state, action, params):
-        _, state, _, term, trunc, _ = genv.step(key, state, action, params)
-        return state, term | trunc
+    def reset(key, params):
+        obs, state = genv.reset(key, params)
+        return state, obs
 
-    result = _random_policy(genv.reset, step_done, space, params, batch, steps, seed)
+    def step_done(key, carry, action, params):
+        obs, state, _, term, trunc, _ = genv.step(key, carry[0], action, params)
+        return (state, obs), term | trunc
+
+    result = _random_policy(reset, step_done, space, params, batch, steps, seed)
     return dict(env=f"{gymnax_id} (gymnax env.step)", impl="gymnax", **result)
 
 

@@ -39,8 +39,10 @@ SUITE_ENVS = (
 #: The batch sizes of the suites' default runs (a Craftax world is ~100 kB).
 SUITE_BATCHES = (1, 64, 1024, 4096)
 
-#: ``(reset(key, params) -> (obs, state), step_done(key, state, action,
-#: params) -> (state, done))``, unbatched, and the params to pass.
+#: ``(reset(key, params) -> carry, step_done(key, carry, action, params) ->
+#: (carry, done))``, unbatched, and the params to pass. The carry is what a
+#: user's loop keeps: the suite's state and the observation (inside the
+#: state where the suite keeps it there).
 Native = tuple[Callable, Callable, Any]
 
 
@@ -65,11 +67,15 @@ def _craftax(adapter: Any, suite_id: str) -> Native:
 
     env = make_craftax_env_from_name(suite_id, auto_reset=True)
 
-    def step_done(key, state, action, params):
-        _, state, _, done, _ = env.step(key, state, action, params)
-        return state, done
+    def reset(key, params):
+        obs, state = env.reset(key, params)
+        return state, obs
 
-    return env.reset, step_done, adapter.default_params().env_params
+    def step_done(key, carry, action, params):
+        obs, state, _, done, _ = env.step(key, carry[0], action, params)
+        return (state, obs), done
+
+    return reset, step_done, adapter.default_params().env_params
 
 
 def _navix(adapter: Any, suite_id: str) -> Native:
@@ -78,8 +84,7 @@ def _navix(adapter: Any, suite_id: str) -> Native:
     env = navix.make(suite_id)
 
     def reset(key, params):
-        timestep = env.reset(key)
-        return timestep.observation, timestep
+        return env.reset(key)  # its observation inside
 
     def step_done(key, timestep, action, params):
         timestep = env.step(timestep, action)
@@ -96,8 +101,7 @@ def _xminigrid(adapter: Any, suite_id: str) -> Native:
     env = GymAutoResetWrapper(env)
 
     def reset(key, params):
-        timestep = env.reset(params, key)
-        return timestep.observation, timestep
+        return env.reset(params, key)  # its observation inside
 
     def step_done(key, timestep, action, params):
         timestep = env.step(params, timestep, action)
@@ -114,11 +118,11 @@ def _jumanji(adapter: Any, suite_id: str) -> Native:
 
     def reset(key, params):
         state, timestep = env.reset(key)
-        return timestep.observation, state
+        return state, timestep.observation
 
-    def step_done(key, state, action, params):
-        state, timestep = env.step(state, adapter._suite_action(action))
-        return state, timestep.last()
+    def step_done(key, carry, action, params):
+        state, timestep = env.step(carry[0], adapter._suite_action(action))
+        return (state, timestep.observation), timestep.last()
 
     return reset, step_done, None
 
@@ -126,14 +130,20 @@ def _jumanji(adapter: Any, suite_id: str) -> Native:
 def _popgym(adapter: Any, suite_id: str) -> Native:
     env = adapter.popgym_env  # popgym-arcade's game (see the adapter)
 
-    def step_done(key, state, action, params):
-        step_key, reset_key = jax.random.split(key)
-        _, stepped, _, done, _ = env.step_env(step_key, state, action, params)
-        _, fresh = env.reset_env(reset_key, params)
-        state = jax.tree.map(lambda a, b: jax.lax.select(done, a, b), fresh, stepped)
-        return state, done
+    def reset(key, params):
+        obs, state = env.reset_env(key, params)
+        return state, obs
 
-    return env.reset_env, step_done, adapter.default_params().env_params
+    def step_done(key, carry, action, params):
+        step_key, reset_key = jax.random.split(key)
+        obs, state, _, done, _ = env.step_env(step_key, carry[0], action, params)
+        fresh_obs, fresh = env.reset_env(reset_key, params)
+        carry = jax.tree.map(
+            lambda a, b: jax.lax.select(done, a, b), (fresh, fresh_obs), (state, obs)
+        )
+        return carry, done
+
+    return reset, step_done, adapter.default_params().env_params
 
 
 def _pgx(adapter: Any, suite_id: str) -> Native:
@@ -144,8 +154,7 @@ def _pgx(adapter: Any, suite_id: str) -> Native:
     step = auto_reset(env.step, env.init)
 
     def reset(key, params):
-        state = env.init(key)
-        return state.observation, state
+        return env.init(key)  # its observation inside
 
     def step_done(key, state, action, params):
         state = step(state, action, key)
