@@ -171,12 +171,13 @@ class ObsEncoder(nn.Module):
         return jax.nn.one_hot(index, total, dtype=jnp.float32) @ table
 
     def convolve(self, x: jax.Array, channels: Sequence[int]) -> jax.Array:
-        """3×3 ReLU convolutions, stride 1, VALID padding."""
+        """3×3 ReLU convolutions, stride 1, VALID padding: ``Conv3x3``, one
+        matmul on CPU (XLA's convolution gradients inside a learner's loop
+        were 3.8× slower there: Navix Empty-8x8 PPO 407 vs 1,559 steps/s)."""
+        from ondevice_rl.networks import Conv3x3
+
         for width in channels:
-            conv = nn.Conv(
-                width, (3, 3), padding="VALID", kernel_init=_orthogonal(2**0.5)
-            )
-            x = nn.relu(conv(x))
+            x = nn.relu(Conv3x3(width)(x))
         return x
 
     def pixels(self, x: jax.Array) -> jax.Array:

@@ -245,7 +245,7 @@ def test_pqn_learns_on_grids_integers_and_vectors_at_once():
     assert all(np.all(np.isfinite(v)) for v in metrics.values())
     encoder = state.params["params"]["MLP_0"]["ObsEncoder_0"]
     before = start.params["params"]["MLP_0"]["ObsEncoder_0"]
-    for name in ("embedding", "Conv_0"):
+    for name in ("embedding", "Conv3x3_0"):
         moved = jax.tree.map(lambda a, b: np.any(a != b), encoder[name], before[name])
         assert all(jax.tree.leaves(moved)), name
     vec_stats = state.normalizer.obs.leaves[2]  # grid, pos, vec
