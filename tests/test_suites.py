@@ -140,6 +140,9 @@ def test_navix_matches_navix_step():
     _same(truncated & ~terminated, step_type == 1, ends)
     assert terminated[ends].any() and truncated[:, limit - 1].any()
     assert not truncated[:, : limit - 1].any()
+    # The observation is carried once: not again inside the suite's timestep.
+    _, state = jax.eval_shape(ours.reset, jax.random.key(0), params)
+    assert state.navix_timestep.observation.shape == (0,)
 
 
 def test_xminigrid_matches_xminigrid_step():
@@ -177,6 +180,8 @@ def test_xminigrid_matches_xminigrid_step():
     _same(terminated, last & (discount == 0), ends)
     _same(truncated & ~terminated, last & (discount == 1), ends)
     assert terminated[ends].any() and truncated[:, T - 1].any()
+    _, state = jax.eval_shape(ours.reset, jax.random.key(0), params)
+    assert state.xminigrid_timestep.observation.shape == (0,)
 
 
 def test_xland_rulesets_are_unavailable_offline_in_one_line(tmp_path):

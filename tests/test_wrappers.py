@@ -138,3 +138,25 @@ def test_autoreset_draws_a_fresh_start_state():
     assert float(ts.info["final_obs"][0]) > 2.4
     assert int(ts.state.time) == 0
     assert bool(jnp.all(jnp.abs(ts.obs) <= 0.05))
+
+
+def test_autoreset_keeps_the_reset_key_in_memory_on_cpu_only():
+    """On CPU the reset's key sits behind an optimisation barrier (else XLA:CPU
+    recomputes its Threefry derivation in every kernel that reads it); a GPU
+    program has none."""
+    env, params = make("CartPole-v1")
+    env = AutoReset(env)
+    keys = jax.random.split(jax.random.PRNGKey(0), 8)
+    _, states = jax.vmap(env.reset, in_axes=(0, None))(keys, params)
+    actions = jnp.zeros(8, jnp.int32)
+
+    def step(keys, states, actions):
+        return jax.vmap(env.step, in_axes=(0, 0, 0, None))(
+            keys, states, actions, params
+        )
+
+    args = (keys, states, actions)
+    cpu = jax.jit(step).lower(*args).as_text()
+    cuda = jax.export.export(jax.jit(step), platforms=["cuda"])(*args).mlir_module()
+    assert "optimization_barrier" in cpu
+    assert "optimization_barrier" not in cuda
