@@ -14,7 +14,11 @@ compiler's, so bitwise pins keep one set per flag profile
 import contextlib
 import os
 
-SUITE_FLAGS = ("--xla_backend_optimization_level", "--xla_cpu_use_fusion_emitters")
+#: The Makefile's TEST_XLA_FLAGS.
+SUITE_XLA_FLAGS = (
+    "--xla_backend_optimization_level=0 --xla_cpu_use_fusion_emitters=false"
+)
+SUITE_FLAGS = tuple(f.split("=")[0] for f in SUITE_XLA_FLAGS.split())
 
 
 def suite_compile_flags() -> str:

@@ -28,10 +28,10 @@ import sys
 
 import numpy as np
 import pytest
+from suite_flags import SUITE_XLA_FLAGS
 
 GOLDEN = pathlib.Path(__file__).with_name("golden_metrics.json")
-#: The default suite's flags (the Makefile's TEST_XLA_FLAGS).
-SUITE = "--xla_backend_optimization_level=0 --xla_cpu_use_fusion_emitters=false"
+SUITE = SUITE_XLA_FLAGS
 
 #: One tiny config per learner, covering its switches that change the program.
 CONFIGS = {
