@@ -138,11 +138,12 @@ class ObsEncoder(nn.Module):
                 f"observation of {len(leaves)} leaves; its space has "
                 f"{len(self.layout.leaves)}"
             )
-        features = []
+        features, tables = [], 0
         for x, encoding in zip(leaves, self.layout.leaves, strict=True):
             batch = x.shape[: x.ndim - len(encoding.shape)]
             if encoding.kind == "categorical":
-                x = self.embed(x, encoding.num_values)
+                x = self.embed(x, encoding.num_values, f"embedding_{tables}")
+                tables += 1
                 if len(encoding.shape) == 3:  # [..., H, W, C, E] -> [..., H, W, C·E]
                     x = self.convolve(x.reshape(x.shape[:-2] + (-1,)), self.layout.conv)
             else:
@@ -156,18 +157,17 @@ class ObsEncoder(nn.Module):
             features.append(_flatten(x, batch))
         return jnp.concatenate(features, axis=-1)
 
-    def embed(self, x: jax.Array, num_values: Sequence[int]) -> jax.Array:
+    def embed(self, x: jax.Array, num_values: Sequence[int], name: str) -> jax.Array:
         """Indices ``[..., C]`` (or any shape, one channel) -> ``[..., C, E]``
-        from one table whose rows are the channels' values in turn; a
-        one-hot product, whose gradient is a matmul, not a scatter."""
+        from the table ``name`` (one per categorical leaf) whose rows are the
+        channels' values in turn; a one-hot product, whose gradient is a
+        matmul, not a scatter."""
         sizes = np.asarray(num_values)
         offsets = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int32)
         index = jnp.clip(x.astype(jnp.int32), 0, jnp.asarray(sizes - 1, jnp.int32))
         index = index + jnp.asarray(offsets)
         total = int(sizes.sum())
-        table = self.param(
-            "embedding", nn.initializers.normal(1.0), (total, EMBED_SIZE)
-        )
+        table = self.param(name, nn.initializers.normal(1.0), (total, EMBED_SIZE))
         return jax.nn.one_hot(index, total, dtype=jnp.float32) @ table
 
     def convolve(self, x: jax.Array, channels: Sequence[int]) -> jax.Array:

@@ -167,7 +167,7 @@ def test_categorical_entries_are_looked_up_and_intensities_scaled():
     encoder = ObsEncoder(layout)
     x = jnp.array([1, 3], jnp.uint8)
     params = encoder.init(KEY, x)
-    table = params["params"]["embedding"]  # [3 + 5, E]
+    table = params["params"]["embedding_0"]  # [3 + 5, E]
     features = encoder.apply(params, x)
     np.testing.assert_allclose(features, jnp.concatenate([table[1], table[3 + 3]]))
     # uint8 intensities reach the network divided by the space's high.
@@ -181,6 +181,23 @@ def test_categorical_entries_are_looked_up_and_intensities_scaled():
         )
     )(frame)
     np.testing.assert_allclose(*both, rtol=1e-6)
+
+
+def test_each_categorical_leaf_has_its_own_table():
+    """Jumanji Maze's observation: four ``Discrete`` positions beside a bool
+    grid. Each gets a table of its own, looked up by its index."""
+    pos = {"row": Discrete(10), "col": Discrete(10)}
+    space = {"agent": pos, "target": pos, "walls": Box(0, 1, (3, 3), jnp.bool_)}
+    encoder = ObsEncoder(observation_encoding(space))
+    index = {"row": jnp.int32(2), "col": jnp.int32(7)}
+    obs = {"agent": index, "target": index, "walls": jnp.eye(3, dtype=jnp.bool_)}
+    params = encoder.init(KEY, obs)["params"]
+    assert sorted(params) == [f"embedding_{k}" for k in range(4)]
+    tables = [params[f"embedding_{k}"] for k in range(4)]  # leaf order
+    features = encoder.apply({"params": params}, obs)
+    expected = [t[i] for t, i in zip(tables, [7, 2, 7, 2], strict=True)]
+    expected.append(jnp.eye(3).ravel())
+    np.testing.assert_allclose(features, jnp.concatenate(expected))
 
 
 def test_check_env_refuses_a_categorical_box_that_is_not_of_indices():
@@ -245,7 +262,7 @@ def test_pqn_learns_on_grids_integers_and_vectors_at_once():
     assert all(np.all(np.isfinite(v)) for v in metrics.values())
     encoder = state.params["params"]["MLP_0"]["ObsEncoder_0"]
     before = start.params["params"]["MLP_0"]["ObsEncoder_0"]
-    for name in ("embedding", "Conv3x3_0"):
+    for name in ("embedding_0", "Conv3x3_0"):
         moved = jax.tree.map(lambda a, b: np.any(a != b), encoder[name], before[name])
         assert all(jax.tree.leaves(moved)), name
     vec_stats = state.normalizer.obs.leaves[2]  # grid, pos, vec

@@ -1,5 +1,6 @@
 """Recipes: the shipped TOML files load; bad keys and values are explained."""
 
+import jax
 import pytest
 
 from ondevice_rl import envs
@@ -123,3 +124,24 @@ def test_recipe_reaches_goal(name):
 
     result = train_from_config(load_recipe(name), seed=0, progress=False)
     assert result.final_return >= GOALS[name], result.final_return
+
+
+#: Suites whose observations go through the encoders (pytrees, grids, pixels).
+ENCODED_SUITES = ("craftax", "navix", "xminigrid", "jumanji", "popgym", "pgx")
+
+
+@pytest.mark.parametrize(
+    "name",
+    [n for n in list_recipes() if load_recipe(n).env.split("/")[0] in ENCODED_SUITES],
+)
+def test_suite_recipes_build_their_learner(name):
+    """A suite's recipe builds its learner's whole state, networks included,
+    on that suite's observation (abstractly: nothing compiles)."""
+    config = load_recipe(name)
+    try:
+        envs.make(config.env)
+    except (ImportError, KeyError, ValueError) as e:
+        pytest.skip(str(e).splitlines()[0])
+    trainer = algorithm_of(config).make_trainer(config)
+    state = jax.eval_shape(trainer.init, jax.random.key(0), config.hyperparams)
+    assert jax.tree.leaves(state.params)
