@@ -11,7 +11,8 @@ games never set themselves); ``terminated`` is pgx's, and our truncation at
 ``params.max_steps`` is added to pgx's ``truncated``. The games have no time
 limit of their own: ``PGX_IDS`` gives ours.
 
-Observations keep pgx's ``bool`` planes. 2048's legal moves come as
+Observations keep pgx's ``bool`` planes; the state keeps pgx's ``State``
+with an empty observation (pgx's step computes the next one afresh). 2048's legal moves come as
 ``obs["action_mask"]`` beside ``obs["observation"]`` (pgx sets a finished
 game's mask all True); pgx's MinAtar allows every action always, so its
 observation is the plain ``[10, 10, C]`` array. The other pgx games are two-
@@ -24,7 +25,11 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from ondevice_rl.envs.suite_adapter import SuiteAdapter, import_suite
+from ondevice_rl.envs.suite_adapter import (
+    SuiteAdapter,
+    import_suite,
+    without_observation,
+)
 from ondevice_rl.masks import ACTION_MASK
 from ondevice_rl.spaces import Box, Discrete
 from ondevice_rl.types import TimeStep
@@ -74,11 +79,12 @@ class PgxAdapter(SuiteAdapter):
 
     def _reset(self, key, params):
         state = self.pgx_env.init(key)
-        return self._obs(state), state
+        return self._obs(state), without_observation(state)
 
     def _step(self, key, inner, action, params):
         state = self.pgx_env.step(inner, action, key)
-        return self._obs(state), state, state.rewards[0], state.terminated
+        obs, terminated = self._obs(state), state.terminated
+        return obs, without_observation(state), state.rewards[0], terminated
 
     def step(self, key, state, action, params) -> TimeStep:
         ts = super().step(key, state, action, params)

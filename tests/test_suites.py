@@ -329,10 +329,11 @@ def test_pgx_matches_pgx_step():
             return (ts.state, their_state), out
 
         keys = jax.random.split(jax.random.fold_in(key, 1), limit)
-        _, steps = jax.lax.scan(body, (state, their_state), keys)
-        return (obs, their_state.observation), steps
+        (state, _), steps = jax.lax.scan(body, (state, their_state), keys)
+        return (obs, their_state.observation, state), steps
 
-    (first, their_first), steps = _rollouts(one_env)
+    (first, their_first, state), steps = _rollouts(one_env)
+    assert state.pgx_state.observation.shape[-1] == 0  # kept once, beside
     obs, reward, terminated, truncated, their_obs, legal, their_reward, ended = steps
     np.testing.assert_array_equal(first["observation"], their_first)
     assert first["observation"].dtype == np.bool_

@@ -53,12 +53,14 @@ def default_envs(quick: bool) -> tuple[str, ...]:
 
 
 def num_steps_for(batch: int, quick: bool, name: str = "") -> int:
-    """Scan length giving ~2M env steps (64K quick, 32× fewer for brax)."""
+    """Scan length giving ~2M env steps (64K quick; 32× fewer for brax, and
+    ``suite_speed.scan_shrink`` times fewer for a JAX suite)."""
     target, low, high = (2**16, 16, 2048) if quick else (2**21, 64, 16384)
     if name.startswith("brax/"):
         target, high = target // 32, high // 32
     elif suite_speed.has_native(name):
-        target, high = target // 4, high // 4
+        shrink = suite_speed.scan_shrink(name)
+        target, high = target // shrink, high // shrink
     return int(np.clip(target // batch, low, high))
 
 
