@@ -12,12 +12,13 @@ games never set themselves); ``terminated`` is pgx's, and our truncation at
 limit of their own: ``PGX_IDS`` gives ours.
 
 Observations keep pgx's ``bool`` planes; the state keeps pgx's ``State``
-with an empty observation (pgx's step computes the next one afresh). 2048's legal moves come as
-``obs["action_mask"]`` beside ``obs["observation"]`` (pgx sets a finished
-game's mask all True); pgx's MinAtar allows every action always, so its
-observation is the plain ``[10, 10, C]`` array. The other pgx games are two-
-or more-player (not adapted). pgx's MinAtar plays with sticky actions (10%),
-as MinAtar's own; gymnax's MinAtar (``gymnax/<Game>-MinAtar``) does not.
+with an empty observation (pgx's step computes the next one afresh).
+2048's legal moves come as ``obs["action_mask"]`` beside
+``obs["observation"]`` (pgx sets a finished game's mask all True); pgx's
+MinAtar allows every action always, so its observation is the plain
+``[10, 10, C]`` array. The other pgx games are two- or more-player (not
+adapted). pgx's MinAtar plays with sticky actions (10%), as MinAtar's own;
+gymnax's MinAtar (``gymnax/<Game>-MinAtar``) does not.
 """
 
 from typing import Any, NamedTuple
