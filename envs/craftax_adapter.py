@@ -52,6 +52,7 @@ class CraftaxAdapter(SuiteAdapter):
 
     state_type = CraftaxState
     stochastic_step = True
+    costly_reset = True  # a generated world: ~20 steps' worth on CPU
 
     def __init__(self, craftax_id: str, max_steps: int | None = None):
         module = import_suite("craftax.craftax_env", "craftax", "craftax")

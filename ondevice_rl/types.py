@@ -52,6 +52,10 @@ class Environment:
     #: Whether ``transition`` consumes its key. Deterministic dynamics let
     #: wrappers reuse the step key instead of splitting it every step.
     stochastic_step: bool = False
+    #: Whether a reset costs far more than a step (a generated world):
+    #: ``AutoReset`` then computes resets for the ended episodes only
+    #: (``ondevice_rl.reset_where``) instead of one per step, selected.
+    costly_reset: bool = False
 
     def default_params(self) -> Any:
         raise NotImplementedError

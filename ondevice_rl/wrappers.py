@@ -14,6 +14,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ondevice_rl.reset_where import reset_where
 from ondevice_rl.types import Environment, TimeStep
 
 
@@ -24,6 +25,7 @@ class Wrapper(Environment):
         self.env = env
         self.name = env.name
         self.stochastic_step = env.stochastic_step
+        self.costly_reset = getattr(env, "costly_reset", False)
 
     def default_params(self) -> Any:
         return self.env.default_params()
@@ -72,7 +74,8 @@ class AutoReset(Wrapper):
     The returned ``obs``/``state`` belong to the new episode; ``terminated`` and
     ``truncated`` describe the step just taken, and ``info["final_obs"]`` holds
     the observation reached before the reset, so a learner can bootstrap from
-    it on truncation.
+    it on truncation. A reset is computed every step and selected, unless
+    the env's ``costly_reset`` says otherwise (``reset_where``).
     """
 
     def step(self, key, state, action, params) -> TimeStep:
@@ -85,12 +88,15 @@ class AutoReset(Wrapper):
         reset_key = _computed_once_on_cpu(reset_key)
         ts = self.env.step(key, state, action, params)
         done = jnp.logical_or(ts.terminated, ts.truncated)
-        reset_obs, reset_state = self.env.reset(reset_key, params)
-        return ts._replace(
-            obs=_select(done, reset_obs, ts.obs),
-            state=_select(done, reset_state, ts.state),
-            info={**ts.info, "final_obs": ts.obs},
-        )
+        if self.costly_reset:
+            obs, state = reset_where(
+                self.env.reset, done, reset_key, params, ts.obs, ts.state
+            )
+        else:
+            reset_obs, reset_state = self.env.reset(reset_key, params)
+            obs = _select(done, reset_obs, ts.obs)
+            state = _select(done, reset_state, ts.state)
+        return ts._replace(obs=obs, state=state, info={**ts.info, "final_obs": ts.obs})
 
 
 class EpisodeStatsState(NamedTuple):
