@@ -4,8 +4,10 @@ truncation, exact at ``max_steps``; resets are fresh. Each suite is compared
 in one small compiled program; full Craftax's comparison is slow."""
 
 import importlib
+import json
 import subprocess
 import sys
+from pathlib import Path
 
 import jax
 import jax.numpy as jnp
@@ -403,6 +405,7 @@ def _compare_with_craftax(craftax_id: str, limit: int) -> None:
     # the adapter calls the same compiled reset and step.
     theirs, their_params = ours.craftax_env, params.env_params
     assert int(params.max_steps) == int(their_params.max_timesteps) == limit
+    assert AutoReset(ours).costly_reset  # resets for the ended envs only
     key = jax.random.key(0)
     obs, state = ours.reset(key, params)
     their_obs, _ = theirs.reset(key, their_params)
@@ -446,6 +449,30 @@ def test_craftax_classic_matches_craftax_step():
 @pytest.mark.slow
 def test_craftax_matches_craftax_step():
     _compare_with_craftax("Craftax-Symbolic-v1", 100_000)
+
+
+@pytest.mark.slow
+def test_craftax_achievements_example(tmp_path):
+    """docs/examples/craftax_achievements.py on a one-update run: the
+    trained and the random policy's returns, lengths and 22 rates."""
+    _suite("craftax")
+    run = tmp_path / "run"
+    cli = "import sys; from ondevice_rl.train.cli import main; sys.exit(main())"
+    train = [sys.executable, "-c", cli, "train"]
+    train += ["--recipe", "craftax_classic_symbolic_ppo", "--num-envs", "8"]
+    train += ["--num-steps", "8", "--total-timesteps", "64", "--out", str(run)]
+    subprocess.run(train + ["--no-progress"], check=True, capture_output=True)
+    example = (
+        Path(__file__).parents[1] / "docs" / "examples" / "craftax_achievements.py"
+    )
+    out = tmp_path / "rates.json"
+    play = [sys.executable, str(example), str(run), "--episodes", "4"]
+    subprocess.run(play + ["--json", str(out)], check=True, capture_output=True)
+    figures = json.loads(out.read_text())
+    for label in ("trained", "random"):
+        rates = figures[label]["achievement_rates"]
+        assert len(rates) == 22 and all(0 <= r <= 1 for r in rates.values())
+        assert figures[label]["mean_length"] > 1
 
 
 def test_bench_env_sets_a_suite_beside_its_own_auto_reset():
