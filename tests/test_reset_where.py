@@ -95,3 +95,16 @@ def test_one_env_takes_a_real_branch_and_a_batch_a_chunked_loop(short_episodes):
     assert "while" in text
     # The loop's reset draws the chunk's start states ([chunk, 4]), not B.
     assert f"f32[{chunk_size(B)},4]" in text
+
+
+def test_costly_reset_lowers_for_gpu(short_episodes):
+    """The loop (gather, while, scatter) is plain XLA: it exports for CUDA."""
+    env = AutoReset(CostlyCartPole())
+    keys = jax.random.split(jax.random.key(0), B)
+    states = jax.vmap(env.reset, in_axes=(0, None))(keys, short_episodes)[1]
+    step = jax.jit(jax.vmap(env.step, in_axes=(0, 0, 0, None)))
+    actions = jnp.ones(B, jnp.int32)
+    exported = jax.export.export(step, platforms=["cuda"])(
+        keys, states, actions, short_episodes
+    )
+    assert "stablehlo.while" in exported.mlir_module()
