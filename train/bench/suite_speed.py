@@ -39,8 +39,9 @@ SUITE_ENVS = (
 #: The batch sizes of the suites' default runs (a Craftax world is ~100 kB).
 SUITE_BATCHES = (1, 64, 1024, 4096)
 #: How many times fewer steps a suite's scan takes than one of our ports'
-#: (popgym-arcade renders a 128×128 frame every step: ~2k steps/s on 2 cores).
-SCAN_SHRINK = {"popgym": 64}
+#: (on 2 CPU cores: popgym-arcade renders a 128×128 frame every step, ~2k
+#: steps/s; Craftax's own auto-reset generates a world every step, ~350).
+SCAN_SHRINK = {"popgym": 64, "craftax": 128}
 DEFAULT_SHRINK = 4
 
 #: ``(reset(key, params) -> carry, step_done(key, carry, action, params) ->
