@@ -6,11 +6,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from suite_flags import PRODUCT_EMITTERS
 
 from ondevice_rl import AutoReset, EpisodeStats, make
 from ondevice_rl.envs.cartpole import CartPole
 from ondevice_rl.reset_where import chunk_size
-from suite_flags import PRODUCT_EMITTERS
 
 B, T = 16, 60
 
