@@ -34,6 +34,7 @@ def evaluate(
     episodes: int,
     deterministic: bool,
     carry: Any = (),
+    keep_state: bool = False,
 ) -> dict[str, jax.Array]:
     """Runs ``episodes`` episodes of ``policy`` in ``env``.
 
@@ -48,9 +49,11 @@ def evaluate(
         deterministic: Python bool, passed to ``policy``.
         carry: the policy's carry for ``E`` fresh episodes (``()`` for a
             feed-forward policy).
+        keep_state: also return each episode's last env state (``"state"``,
+            leaves ``[E, ...]``), e.g. for what a world records in it.
 
     Returns:
-        ``{"return": [E] float32, "length": [E] int32}``.
+        ``{"return": [E] float32, "length": [E] int32}`` (and ``"state"``).
     """
     env = getattr(env, "unwrapped", env)
     if env_params is None:
@@ -81,8 +84,9 @@ def evaluate(
         return state, obs, done, returns, lengths, key, carry
 
     loop = (state, obs, done, returns, lengths, key, carry)
-    _, _, _, returns, lengths, _, _ = jax.lax.while_loop(running, one_step, loop)
-    return {"return": returns, "length": lengths}
+    state, _, _, returns, lengths, _, _ = jax.lax.while_loop(running, one_step, loop)
+    result = {"return": returns, "length": lengths}
+    return {**result, "state": state} if keep_state else result
 
 
 def summarize(result: dict[str, Any]) -> dict[str, Any]:

@@ -107,6 +107,12 @@ def test_probe_truncation_every_episode_is_five_steps_of_reward_one(deterministi
     summary = summarize(result)
     assert summary["episodes"] == 7
     assert summary["return"] == {"mean": 5.0, "std": 0.0, "min": 5.0, "max": 5.0}
+    if deterministic:  # the episodes' last states: frozen at the time limit
+        kept = jax.jit(
+            lambda p, k: evaluate(policy, p, trainer.env, None, k, 7, True, (), True)
+        )(_init_params(trainer), jax.random.key(0))
+        np.testing.assert_array_equal(kept["state"].time, 5)
+        np.testing.assert_array_equal(kept["return"], result["return"])
 
 
 def test_eval_every_writes_eval_return_at_the_right_updates(runs):
