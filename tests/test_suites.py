@@ -487,3 +487,17 @@ def test_bench_env_sets_a_suite_beside_its_own_auto_reset():
     assert env["ratio_vs_suite"][name][2] == ours["sps"] / theirs["sps"]
     # 2 envs × 512 random steps, episodes of at most 100 steps on both sides.
     assert ours["episodes"] >= 10 and theirs["episodes"] >= 10
+
+
+def test_bench_env_scans_shrink_for_costly_suites_down_to_a_floor():
+    from ondevice_rl.train.bench import env_speed
+
+    steps = env_speed.num_steps_for
+    craftax = "craftax/Craftax-Classic-Symbolic-v1"
+    # 2**21 / 128 env steps over the batch, 16384 / 128 steps at most, at
+    # least MIN_SUITE_STEPS.
+    assert steps(64, False, craftax) == 128
+    assert steps(1024, False, craftax) == 16
+    assert steps(4096, False, craftax) == env_speed.MIN_SUITE_STEPS == 4
+    assert steps(4096, False, "CartPole-v1") == 512
+    assert steps(1, False, "CartPole-v1") == 16384

@@ -4,8 +4,9 @@ Each measurement is one jitted ``lax.scan`` of ``N`` steps of ``B`` environments
 ``EpisodeStats(AutoReset(env))`` (vmapped over the batch; one PRNG split per
 step for the whole batch, per-env keys only for the environments' own
 randomness). Reported: ``B * N / t`` for the best of ``REPEATS`` executions
-after one warm-up (the reset of the batch is inside the timed program: about
-one step's worth); compile time is measured apart.
+after one warm-up. The reset of the batch is a program of its own, run
+before and not timed (a Craftax world costs a hundred of its steps); compile
+time is measured apart.
 
 ``--compare`` adds, for CartPole, gymnax's own auto-resetting ``env.step``
 vmapped the way gymnax users write it, and gymnasium's synchronous vector env
@@ -34,6 +35,9 @@ QUICK_BATCHES = (1, 1024)
 #: The batch size at which ``bench env`` prints our CartPole vs gymnax's.
 COMPARE_BATCH = 4096
 REPEATS = 3
+#: The shortest scan of a JAX suite's env (Craftax's own step at 4,096 envs
+#: regenerates 4,096 worlds per step: about 10 s each here).
+MIN_SUITE_STEPS = 4
 OURS = ("CartPole-v1", "Acrobot-v1", "MountainCar-v0")
 OURS += ("MountainCarContinuous-v0", "Pendulum-v1")
 QUICK_ENVS = ("CartPole-v1", "gymnax/CartPole-v1")
@@ -54,13 +58,15 @@ def default_envs(quick: bool) -> tuple[str, ...]:
 
 def num_steps_for(batch: int, quick: bool, name: str = "") -> int:
     """Scan length giving ~2M env steps (64K quick; 32× fewer for brax, and
-    ``suite_speed.scan_shrink`` times fewer for a JAX suite)."""
+    ``suite_speed.scan_shrink`` times fewer for a JAX suite, whose shortest
+    scans are as many times shorter, down to ``MIN_SUITE_STEPS``)."""
     target, low, high = (2**16, 16, 2048) if quick else (2**21, 64, 16384)
     if name.startswith("brax/"):
         target, high = target // 32, high // 32
     elif suite_speed.has_native(name):
         shrink = suite_speed.scan_shrink(name)
         target, high = target // shrink, high // shrink
+        low = max(MIN_SUITE_STEPS, low // shrink)
     return int(np.clip(target // batch, low, high))
 
 
@@ -75,20 +81,22 @@ def _actions(space: Any, key: jax.Array, batch: int) -> jax.Array:
 
 
 def _timed(init: Callable, scan: Callable, seed: int, steps: int, batch: int) -> dict:
-    """Compiles ``key -> scan(init(key))`` (the reset of ``B`` envs costs about
-    one step, under 2% of a full-size measurement), warms up, and returns the
-    best of ``REPEATS`` timings."""
+    """Compiles ``init(key) -> carry`` and ``scan(carry) -> carry`` apart,
+    runs ``init`` once, warms ``scan`` up on its carry, and returns the best
+    of ``REPEATS`` timings of ``scan`` alone."""
     key = jax.random.PRNGKey(seed)
     t0 = time.perf_counter()
-    compiled = jax.jit(lambda key: scan(init(key))).lower(key).compile()
+    start = jax.jit(init).lower(key).compile()
+    carry = jax.block_until_ready(start(key))
+    compiled = jax.jit(scan).lower(carry).compile()
     compile_s = time.perf_counter() - t0
-    jax.block_until_ready(compiled(key))  # warm-up
+    jax.block_until_ready(compiled(carry))  # warm-up
     best = float("inf")
     for _ in range(REPEATS):
         t0 = time.perf_counter()
-        carry = jax.block_until_ready(compiled(key))
+        end = jax.block_until_ready(compiled(carry))
         best = min(best, time.perf_counter() - t0)
-    episodes = int(carry[-1])
+    episodes = int(end[-1])
     return dict(
         batch=batch,
         steps=steps,
