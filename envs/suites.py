@@ -16,6 +16,7 @@ from ondevice_rl.envs.jumanji_adapter import (
     JUMANJI_LEFT_OUT,
     JumanjiAdapter,
 )
+from ondevice_rl.envs.jumanji_views import maze_egocentric
 from ondevice_rl.envs.navix_adapter import NAVIX_IDS, NavixAdapter
 from ondevice_rl.envs.pgx_adapter import PGX_IDS, PgxAdapter
 from ondevice_rl.envs.popgym_adapter import (
@@ -64,6 +65,9 @@ SUITES = {
     ),
     "pgx": Suite("pgx", "pgx", "pgx", PgxAdapter, (*PGX_IDS,)),
 }
+#: Views of suite environments laid out for a network: name → factory,
+#: registered when the suite (the name's prefix) is installed.
+VIEWS = {"jumanji/Maze-v0-egocentric": maze_egocentric}
 #: Environments of the suites that are not adapted, and why.
 LEFT_OUT = {f"jumanji/{name}": why for name, why in JUMANJI_LEFT_OUT.items()}
 
@@ -77,5 +81,8 @@ def register_suites() -> None:
             continue
         for suite_id in suite.ids:
             register(f"{prefix}/{suite_id}", partial(suite.adapter, suite_id))
+        for name, factory in VIEWS.items():
+            if name.startswith(f"{prefix}/"):
+                register(name, factory)
     for name, why in LEFT_OUT.items():
         register_unavailable(name, f"left out: {why}")

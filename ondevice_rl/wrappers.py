@@ -137,29 +137,45 @@ class EpisodeStats(Wrapper):
         return ts._replace(state=new_state, info=info)
 
 
-class MaskObservation(Wrapper):
-    """Keeps only the entries ``keep`` of a vector observation: a partially
-    observed version of a task (CartPole without its velocities, say).
+class ObservationView(Wrapper):
+    """The same task seen through ``view(obs)``: a partially observed version,
+    or the same information laid out for a network. Subclasses define
+    ``view`` (one unbatched observation) and ``observation_space``.
 
-    It changes the task, not the episode handling, so it is its own
-    ``unwrapped`` env: evaluation strips the wrappers above it only.
+    It changes what the task shows, not the episode handling, so it is its
+    own ``unwrapped`` env: evaluation strips the wrappers above it only.
     """
+
+    def view(self, obs: Any) -> Any:
+        raise NotImplementedError
+
+    def reset(self, key, params):
+        obs, state = self.env.reset(key, params)
+        return self.view(obs), state
+
+    def step(self, key, state, action, params) -> TimeStep:
+        ts = self.env.step(key, state, action, params)
+        return ts._replace(obs=self.view(ts.obs))
+
+    def observe(self, state, params):
+        return self.view(self.env.observe(state, params))
+
+    @property
+    def unwrapped(self) -> Environment:
+        return self
+
+
+class MaskObservation(ObservationView):
+    """Keeps only the entries ``keep`` of a vector observation: a partially
+    observed version of a task (CartPole without its velocities, say)."""
 
     def __init__(self, env: Environment, keep: tuple[int, ...], name: str):
         super().__init__(env)
         self.keep = np.asarray(keep, np.int32)
         self.name = name
 
-    def reset(self, key, params):
-        obs, state = self.env.reset(key, params)
-        return obs[self.keep], state
-
-    def step(self, key, state, action, params) -> TimeStep:
-        ts = self.env.step(key, state, action, params)
-        return ts._replace(obs=ts.obs[self.keep])
-
-    def observe(self, state, params):
-        return self.env.observe(state, params)[self.keep]
+    def view(self, obs: jax.Array) -> jax.Array:
+        return obs[self.keep]
 
     def observation_space(self, params):
         from ondevice_rl.spaces import Box
@@ -168,7 +184,3 @@ class MaskObservation(Wrapper):
         low = np.broadcast_to(np.asarray(space.low), space.shape)[self.keep]
         high = np.broadcast_to(np.asarray(space.high), space.shape)[self.keep]
         return Box(low, high, (len(self.keep),), space.dtype)
-
-    @property
-    def unwrapped(self) -> Environment:
-        return self

@@ -309,6 +309,62 @@ def test_jumanji_joint_actions_are_flattened():
     np.testing.assert_array_equal(terminated, last)
 
 
+def _egocentric(walls: np.ndarray, agent, target) -> tuple[np.ndarray, np.ndarray]:
+    """NumPy: ``walls`` ``[H, W]`` seen from ``agent`` in a ``[2H-1, 2W-1]``
+    frame (outside: walls), and the target one-hot in it."""
+    (h, w), (r, c), (tr, tc) = walls.shape, agent, target
+    frame = np.ones((2 * h - 1, 2 * w - 1), bool)
+    frame[h - 1 - r : 2 * h - 1 - r, w - 1 - c : 2 * w - 1 - c] = walls
+    seen = np.zeros_like(frame)
+    seen[tr - r + h - 1, tc - c + w - 1] = True
+    return frame, seen
+
+
+def test_jumanji_maze_egocentric_is_maze_seen_from_the_agent():
+    jumanji = _suite("jumanji")
+    ours, params = envs.make("jumanji/Maze-v0-egocentric", max_steps=T)
+    theirs = jumanji.make("Maze-v0", time_limit=T)
+    assert ours.unwrapped is ours and ours.name == "jumanji/Maze-v0-egocentric"
+    space = ours.observation_space(params)
+    assert space["walls"].shape == space["target"].shape == (19, 19)
+
+    def one_env(key):
+        obs, state = ours.reset(key, params)
+        their_state, timestep = theirs.reset(key)
+
+        def body(carry, key):
+            state, their_state, mask = carry
+            action = jax.random.categorical(key, jnp.where(mask, 0.0, -jnp.inf))
+            ts = ours.step(key, state, action, params)
+            their_state, timestep = theirs.step(their_state, action)
+            o = timestep.observation
+            out = (ts.obs, ts.reward, ts.terminated | ts.truncated, o.walls)
+            out += (o.agent_position, o.target_position, o.action_mask)
+            out += (timestep.reward, timestep.last())
+            return (ts.state, their_state, o.action_mask), out
+
+        keys = jax.random.split(jax.random.fold_in(key, 1), T)
+        carry = (state, their_state, timestep.observation.action_mask)
+        return obs, jax.lax.scan(body, carry, keys)[1]
+
+    first, steps = _rollouts(one_env)
+    obs, reward, done, walls, agent, target, mask, their_reward, last = steps
+    ends = _before_first_end(last)
+    for b, t in zip(*np.nonzero(ends), strict=True):
+        frame, seen = _egocentric(
+            walls[b, t],
+            (agent.row[b, t], agent.col[b, t]),
+            (target.row[b, t], target.col[b, t]),
+        )
+        np.testing.assert_array_equal(obs["walls"][b, t], frame)
+        np.testing.assert_array_equal(obs["target"][b, t], seen)
+        assert not obs["walls"][b, t, 9, 9]  # the agent's own cell
+    _same(obs["action_mask"], mask, ends)
+    _same(reward, their_reward, ends)
+    _same(done, last, ends)
+    assert first["target"].sum(axis=(1, 2)).tolist() == [1] * B
+
+
 def test_pgx_matches_pgx_step():
     pgx = _suite("pgx")
     limit = 6
