@@ -5,7 +5,7 @@ Each measurement is one jitted ``lax.scan`` of ``N`` steps of ``B`` environments
 step for the whole batch, per-env keys only for the environments' own
 randomness). Reported: ``B * N / t`` for the best of ``REPEATS`` executions
 after one warm-up. The reset of the batch is a program of its own, run
-before and not timed (a Craftax world costs a hundred of its steps); compile
+before and not timed (a Craftax world costs about 19 of its steps); compile
 time is measured apart.
 
 ``--compare`` adds, for CartPole, gymnax's own auto-resetting ``env.step``
