@@ -87,9 +87,9 @@ def _timed(init: Callable, scan: Callable, seed: int, steps: int, batch: int) ->
     key = jax.random.PRNGKey(seed)
     t0 = time.perf_counter()
     start = jax.jit(init).lower(key).compile()
-    carry = jax.block_until_ready(start(key))
-    compiled = jax.jit(scan).lower(carry).compile()
+    compiled = jax.jit(scan).lower(jax.eval_shape(init, key)).compile()
     compile_s = time.perf_counter() - t0
+    carry = jax.block_until_ready(start(key))
     jax.block_until_ready(compiled(carry))  # warm-up
     best = float("inf")
     for _ in range(REPEATS):
