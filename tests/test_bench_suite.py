@@ -22,7 +22,8 @@ if seeds == 2:
     sys.exit("reference out of memory")
 print(json.dumps(dict(seeds=seeds, timesteps=timesteps, compile_s=1.0, run_s=2.0,
     sps=1000, final_return=4.0,
-    precision=os.environ.get("JAX_DEFAULT_MATMUL_PRECISION"))))
+    precision=os.environ.get("JAX_DEFAULT_MATMUL_PRECISION"),
+    preallocate=os.environ.get("XLA_PYTHON_CLIENT_PREALLOCATE"))))
 """
 
 
@@ -42,6 +43,7 @@ def test_gpu_suite_small(tmp_path, capsys, monkeypatch):
     one = estimate_member_bytes(train_speed.bench_config(steps, algo="ppo"))
     # A device that holds two members: the population of 4 is skipped.
     monkeypatch.setattr(gpu_suite, "device_budget", lambda: 2 * one + 1)
+    monkeypatch.delenv("XLA_PYTHON_CLIENT_PREALLOCATE", raising=False)
     data, out = _suite(
         tmp_path, "--algos", "ppo", "--seeds", "1,2,4", "--timesteps", str(steps),
         "--matmul-precision", "high",
@@ -67,6 +69,8 @@ def test_gpu_suite_small(tmp_path, capsys, monkeypatch):
         assert row["timesteps"] == row["seeds"] * steps
     assert first["reference"]["sps"] == 1000 and first["reference"]["seeds"] == 1
     assert first["reference"]["precision"] == "high"
+    # Beside our process's preallocated pool, the reference allocates as it goes.
+    assert first["reference"]["preallocate"] == "false"
     assert first["ratio"]["sps"] == pytest.approx(first["sps"] / 1000, rel=1e-2)
     assert "reference" not in second and "out of memory" in second["reference_failed"]
     assert "sps" not in skipped and "GiB free" in skipped["skipped"]
@@ -76,6 +80,24 @@ def test_gpu_suite_small(tmp_path, capsys, monkeypatch):
     assert [p["seeds"] for p in curve] == [1, 2]
     assert curve[0]["efficiency"] == 1.0
     assert curve[1]["efficiency"] == pytest.approx(second["sps"] / (2 * first["sps"]))
+
+
+def test_gpu_suite_cut_short_keeps_every_measured_row(tmp_path, monkeypatch):
+    def bench_seeds(seeds, *args):
+        if seeds == 16:
+            raise KeyboardInterrupt  # the user's Ctrl-C, or a time limit
+        return dict(seeds=seeds, sps=100.0 * seeds, compile_s=1.0)
+
+    monkeypatch.setattr(train_speed, "bench_seeds", bench_seeds)
+    monkeypatch.setattr(gpu_suite, "estimate_member_bytes", lambda config: 1)
+    with pytest.raises(KeyboardInterrupt):
+        gpu_suite.run_gpu_suite(
+            dict(meta={}), tmp_path, envs=("CartPole-v1",), batches=(4,),
+            learners=("ppo",), seed_counts=(1, 4, 16), log=lambda line: None,
+        )  # fmt: skip
+    data = json.loads((tmp_path / "bench.json").read_text())
+    assert [r["sps"] for r in data["train"]["ppo"]] == [100.0, 400.0]
+    assert [p["efficiency"] for p in data["scaling"]["ppo"]] == [1.0, 1.0]
 
 
 @pytest.mark.parametrize(

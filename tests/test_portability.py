@@ -167,6 +167,34 @@ def test_peak_bytes_by_hand():
     assert 2 * 4096 < peak(doubled_then_filled, vector) < 3 * 4096
 
 
+def test_scan_operand_groups_on_both_jax_scan_signatures():
+    from ondevice_rl.train.services.program_bytes import _scan_counts
+
+    table = jax.numpy.arange(3.0)  # a constant the body closes over
+
+    def body(carry, x):
+        a, b = carry
+        return (a + table[0], b * x), a
+
+    jaxpr = jax.make_jaxpr(lambda c, xs: jax.lax.scan(body, c, xs))((1.0, 2.0), table)
+    [scan] = [e for e in jaxpr.eqns if e.primitive.name == "scan"]
+    assert _scan_counts(scan.params, len(scan.invars)) == (1, 2)
+
+    class Packed:  # later JAX: the operands' groups as a flat tree, ft_in
+        def update(self, operands):
+            return _Groups(operands)
+
+    class _Groups:
+        def __init__(self, operands):
+            self.operands = operands
+
+        def unpack(self):
+            ops = self.operands
+            return ops[:2], ops[2:5], ops[5:]
+
+    assert _scan_counts({"ft_in": Packed(), "length": 4}, 7) == (2, 3)
+
+
 def _xla_bytes(compiled) -> int:
     """What a compiled program holds on the device while it runs: its
     arguments, its outputs and XLA's scratch allocation, less buffers an

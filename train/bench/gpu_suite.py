@@ -133,9 +133,11 @@ def bench_learner(
     fields: dict,
     log: Callable[[str], None],
     repeat: int = 1,
+    measured: Callable[[list[dict]], None] = lambda rows: None,
 ) -> list[dict]:
     """One row per seed count: ours, then the reference's runs (a failing
-    reference leaves ours standing), or why not."""
+    reference leaves ours standing), or why not; ``measured(rows)`` after
+    each row."""
     config = train_speed.bench_config(timesteps, algo=name, fields=fields)
     per_member = estimate_member_bytes(config)
     budget = device_budget()
@@ -159,6 +161,7 @@ def bench_learner(
             if reference is not None and "sps" in row:
                 row = _beside_reference(row, reference, seeds, timesteps, repeat, log)
         rows.append(row)
+        measured(rows)
     return rows
 
 
@@ -228,10 +231,15 @@ def run_gpu_suite(
         steps = (timesteps or TIMESTEPS).get(name, train_speed.DEFAULT_TIMESTEPS)
         fields = dict(matmul_precision=precision)
         reference = found.get(name)
-        rows = bench_learner(name, seed_counts, steps, reference, fields, log, repeat)
-        results["train"][name] = rows
-        results["scaling"] = scaling(results["train"])
-        report.write_json(results, path)
+
+        def measured(rows, name=name):  # a run cut short keeps every row so far
+            results["train"][name] = rows
+            results["scaling"] = scaling(results["train"])
+            report.write_json(results, path)
+
+        bench_learner(
+            name, seed_counts, steps, reference, fields, log, repeat, measured
+        )
     results["meta"]["suite_seconds"] = round(time.perf_counter() - start, 1)
     report.write_json(results, path)
     return results

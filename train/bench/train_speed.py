@@ -145,7 +145,11 @@ def run_reference(path: Path, seeds: int, timesteps: int) -> dict:
     cmd = [sys.executable, str(path), "--seeds", str(seeds)]
     cmd += ["--timesteps", str(int(timesteps))]
     # os.environ already carries the XLA_FLAGS that importing ondevice_rl set.
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=dict(os.environ))
+    env = dict(os.environ)
+    # On a GPU this process already holds JAX's preallocated pool (75% of the
+    # device): a second process preallocating its own would run out.
+    env.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
     lines = [ln for ln in proc.stdout.splitlines() if ln.strip().startswith("{")]
     if proc.returncode or not lines:
         tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]

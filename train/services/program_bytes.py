@@ -120,13 +120,22 @@ def _flatten(jaxpr: Any, env: dict, flat: _Flat) -> None:
         flat.ops.append(_Op(eqn.primitive.name, ins, outs, eqn.params, subs))
 
 
+def _scan_counts(params: dict, operands: int) -> tuple[int, int]:
+    """A scan's (consts, carries): JAX up to 0.10 names the counts; later
+    versions pack its operands' groups in a flat tree (``ft_in``)."""
+    if "num_consts" in params:
+        return params["num_consts"], params["num_carry"]
+    consts, carries, _ = params["ft_in"].update(list(range(operands))).unpack()
+    return len(consts), len(carries)
+
+
 def _reused_operands(op: _Op, dying) -> dict[int, int]:
     """``{output index: operand index}`` of outputs written into an operand's
     buffer (the operand not used afterwards)."""
     if op.name in IN_PLACE:
         return {0: 0} if dying(op.ins[0]) else {}
     if op.name == "scan":
-        consts, carries = op.params["num_consts"], op.params["num_carry"]
+        consts, carries = _scan_counts(op.params, len(op.ins))
         pairs = ((k, consts + k) for k in range(carries))
     elif op.name == "while":
         consts = op.params["cond_nconsts"] + op.params["body_nconsts"]
