@@ -52,7 +52,8 @@ QUICK_TIMESTEPS = dict(ppo=16_384, a2c=16_384, pqn=16_384, dqn=2_048)
 QUICK_TIMESTEPS.update(sac=2_048, td3=2_048)
 #: References shipped with the package (the others come from a directory).
 SHIPPED_REFERENCES = {"sac": Path(__file__).with_name("reference_sac.py")}
-LIBRARIES = ("jax", "jaxlib", "jax-cuda12-plugin", "jax-cuda12-pjrt", "libtpu")
+LIBRARIES = ("jax", "jaxlib", "jax-cuda12-plugin", "jax-cuda12-pjrt")
+LIBRARIES += ("jax-cuda13-plugin", "jax-cuda13-pjrt", "libtpu")
 LIBRARIES += ("flax", "optax", "numpy", "gymnax", "brax")
 MEMORY_SETTINGS = ("XLA_PYTHON_CLIENT_PREALLOCATE", "XLA_PYTHON_CLIENT_MEM_FRACTION")
 MEMORY_SETTINGS += ("XLA_PYTHON_CLIENT_ALLOCATOR",)
