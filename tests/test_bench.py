@@ -49,6 +49,21 @@ def test_bench_quick_end_to_end(tmp_path, capsys):
     assert host["fused"]["one_off_transfers"] == 2
 
 
+def test_bench_env_interrupted_keeps_every_measured_row(tmp_path, monkeypatch):
+    from ondevice_rl.train.bench import env_speed
+
+    def bench_ours(name, batch, steps):
+        if batch == 8:
+            raise KeyboardInterrupt  # Ctrl-C, or a time limit's SIGINT
+        return dict(env=name, impl="ondevice_rl", batch=batch, sps=1e6)
+
+    monkeypatch.setattr(env_speed, "bench_ours", bench_ours)
+    argv = ["bench", "env", "--envs", "CartPole-v1", "--batch-sizes", "4,8"]
+    assert main([*argv, "--no-compare", "--out", str(tmp_path)]) == 130
+    data = json.loads((tmp_path / "bench.json").read_text())
+    assert [(r["batch"], r["sps"]) for r in data["env"]["results"]] == [(4, 1e6)]
+
+
 @pytest.mark.parametrize(
     "argv",
     [

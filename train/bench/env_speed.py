@@ -223,9 +223,11 @@ def run_env_bench(
     quick: bool,
     log: Callable[[str], None] = print,
     suite_batches: tuple[int, ...] | None = None,
+    measured: Callable[[list[dict]], None] = lambda rows: None,
 ) -> dict:
     """All measurements: ``{"results": [row, ...], "ratio_vs_gymnax": {B: x},
-    "ratio_vs_suite": {env: {B: x}}}``.
+    "ratio_vs_suite": {env: {B: x}}}``; ``measured(rows)`` after each of the
+    suites' rows (a run cut short keeps them).
 
     ``ratio_vs_gymnax[B]`` is ours / gymnax's own CartPole steps per second;
     ``ratio_vs_suite[env][B]`` ours / the suite's own auto-resetting step
@@ -240,11 +242,13 @@ def run_env_bench(
             log(f"env {name} × {batch} ({steps} steps)")
             fn = partial(bench_ours, name, batch, steps)
             rows.append(_guard(fn, name, "ondevice_rl", batch))
+            measured(rows + suite_rows)
             if compare and native:
                 log(f"env {name} × {batch}: the suite's own auto-reset")
                 fn = partial(suite_speed.bench_suite, name, batch, steps)
                 row = suite_speed.suite_row_name(name)
                 suite_rows.append(_guard(fn, row, "suite", batch))
+                measured(rows + suite_rows)
     rows += suite_rows
     by_suite = {}
     for name in names:
