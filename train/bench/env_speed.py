@@ -226,8 +226,8 @@ def run_env_bench(
     measured: Callable[[list[dict]], None] = lambda rows: None,
 ) -> dict:
     """All measurements: ``{"results": [row, ...], "ratio_vs_gymnax": {B: x},
-    "ratio_vs_suite": {env: {B: x}}}``; ``measured(rows)`` after each of the
-    suites' rows (a run cut short keeps them).
+    "ratio_vs_suite": {env: {B: x}}}``; ``measured(rows)`` after each env
+    and batch's row, ours and the suite's (a run cut short keeps them).
 
     ``ratio_vs_gymnax[B]`` is ours / gymnax's own CartPole steps per second;
     ``ratio_vs_suite[env][B]`` ours / the suite's own auto-resetting step
