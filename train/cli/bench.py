@@ -263,11 +263,11 @@ def _run(args) -> int:
             compare = args.part is None and not quick
         # The JAX suites at 1 … 4096 envs unless --batch-sizes says otherwise.
         suite_batches = None if args.batch_sizes or quick else SUITE_BATCHES
+        out_json = args.out / "bench.json"
 
         def measured(rows):  # an interrupted bench keeps what it measured
             report.write_json(dict(results, env=dict(results=rows)), out_json)
 
-        out_json = args.out / "bench.json"
         results["env"] = env_speed.run_env_bench(
             names, batches, compare, quick, _log, suite_batches, measured
         )
