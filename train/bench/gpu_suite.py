@@ -223,7 +223,13 @@ def run_gpu_suite(
     path = out / "bench.json"
     start = time.perf_counter()
     envs = envs or default_envs()
-    results["env"] = env_speed.run_env_bench(envs, batches, False, False, log)
+
+    def env_measured(rows):
+        report.write_json(dict(results, env=dict(results=rows)), path)
+
+    results["env"] = env_speed.run_env_bench(
+        envs, batches, False, False, log, measured=env_measured
+    )
     report.write_json(results, path)
     found = references(reference_dir)
     results["references"] = {k: str(v) for k, v in found.items()}
