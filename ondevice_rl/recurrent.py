@@ -8,10 +8,18 @@ embedding into a GRU (or LSTM) cell whose output feeds ``head`` (an
 observation that starts an episode) the carry starts afresh before the step,
 so one scan over a rollout replays episodes exactly as they were acted.
 ``unroll`` runs that scan over ``[T, ...]`` sequences.
+
+The GRU is ``GRU``: flax's ``GRUCell`` (same parameters, names and
+initialisation) computed as two matmuls, the input's three gate projections
+``[..., 3 * size]`` at once and the carry's at once. ``unroll`` projects a
+whole sequence's inputs before its scan, so each scanned step is one
+``[M, size] x [size, 3 * size]`` matmul and the gates: a sequential scan
+pays per op, and flax's cell runs six matmuls per step.
 """
 
+import functools
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import flax.linen as nn
 import jax
@@ -28,6 +36,82 @@ def initial_carry(kind: str, size: int, batch_shape: tuple[int, ...]) -> Any:
     LSTM's is a pair of them)."""
     zeros = jnp.zeros((*batch_shape, size), jnp.float32)
     return (zeros, zeros) if kind == "lstm" else zeros
+
+
+class _Weights(nn.Module):
+    """A ``Dense`` layer's parameters (same names, shapes and initialisation),
+    returned unapplied: ``(kernel [in_features, features], bias [features] or
+    None)``."""
+
+    features: int
+    kernel_init: Any
+    use_bias: bool
+
+    @nn.compact
+    def __call__(self, in_features: int):
+        kernel = self.param("kernel", self.kernel_init, (in_features, self.features))
+        bias = self.param("bias", nn.zeros, (self.features,)) if self.use_bias else None
+        return kernel, bias
+
+
+class GRUWeights(NamedTuple):
+    """A GRU's gates side by side (reset, update, candidate)."""
+
+    input_kernel: jax.Array  # [in_features, 3 * size]
+    input_bias: jax.Array  # [3 * size]
+    carry_kernel: jax.Array  # [size, 3 * size]
+    candidate_bias: jax.Array  # [size], added to the carry's candidate term
+
+
+class GRU(nn.Module):
+    """``nn.GRUCell(size)``'s parameters and arithmetic in fused form:
+    ``weights(in_features)`` gives them side by side, ``project`` the input's
+    gate terms, ``gru_step`` the rest (see the module docstring)."""
+
+    size: int
+    recurrent_kernel_init: Any
+
+    @nn.compact
+    def weights(self, in_features: int) -> GRUWeights:
+        def dense(name, features, init, use_bias):
+            return _Weights(features, init, use_bias, name=name)(in_features)
+
+        recurrent = functools.partial(_Weights, self.size, self.recurrent_kernel_init)
+        inputs, carries = [], []
+        for gate in "rzn":  # flax's order: ir, hr, iz, hz, in, hn
+            inputs.append(
+                dense(f"i{gate}", self.size, nn.initializers.lecun_normal(), True)
+            )
+            carries.append(recurrent(gate == "n", name=f"h{gate}")(self.size))
+        return GRUWeights(
+            jnp.concatenate([k for k, _ in inputs], axis=-1),
+            jnp.concatenate([b for _, b in inputs]),
+            jnp.concatenate([k for k, _ in carries], axis=-1),
+            carries[2][1],
+        )
+
+    def __call__(self, carry: jax.Array, inputs: jax.Array):
+        """One step, as ``nn.GRUCell``: ``(carry, carry)``."""
+        w = self.weights(inputs.shape[-1])
+        carry = gru_step(w, carry, project(w, inputs))
+        return carry, carry
+
+
+def project(w: GRUWeights, inputs: jax.Array) -> jax.Array:
+    """``[..., in_features] -> [..., 3 * size]``: the input's gate terms."""
+    return inputs @ w.input_kernel + w.input_bias
+
+
+def gru_step(w: GRUWeights, h: jax.Array, gates_in: jax.Array) -> jax.Array:
+    """The next carry ``[..., size]`` from ``h`` and ``project``'s terms."""
+    size = h.shape[-1]
+    gates_h = h @ w.carry_kernel
+    r = jax.nn.sigmoid(gates_in[..., :size] + gates_h[..., :size])
+    z = jax.nn.sigmoid(gates_in[..., size : 2 * size] + gates_h[..., size : 2 * size])
+    n = jnp.tanh(
+        gates_in[..., 2 * size :] + r * (gates_h[..., 2 * size :] + w.candidate_bias)
+    )
+    return (1.0 - z) * n + z * h
 
 
 class Embed(nn.Module):
@@ -61,7 +145,7 @@ class MemoryNet(nn.Module):
         if self.kind == "lstm":
             self.cell = nn.OptimizedLSTMCell(self.size, **inits)
         else:
-            self.cell = nn.GRUCell(self.size, **inits)
+            self.cell = GRU(self.size, **inits)
 
     def __call__(self, carry: Any, obs: jax.Array, first: jax.Array):
         carry, features = self.core(carry, obs, first)
@@ -77,6 +161,11 @@ class MemoryNet(nn.Module):
 
     def heads(self, features: jax.Array) -> Any:
         return self.head(features)
+
+    def gru_inputs(self, obs: jax.Array):
+        """A GRU's weights and its input gate terms ``[..., 3 * size]``."""
+        w = self.cell.weights(self.size)
+        return w, project(w, self.embed(obs))
 
 
 def unroll(

@@ -83,6 +83,29 @@ def test_evaluation_carries_the_memory():
     np.testing.assert_array_equal(result["return"], 1.0)
 
 
+def test_gru_is_flax_gru_cell():
+    """``GRU`` has ``nn.GRUCell``'s parameters (names, shapes, initial values
+    bit for bit) and computes its step: checkpoints and init are unchanged."""
+    import flax.linen as nn
+
+    from ondevice_rl.recurrent import GRU
+
+    init = nn.initializers.orthogonal()
+    ours, flax_cell = GRU(16, init), nn.GRUCell(16, recurrent_kernel_init=init)
+    h = jax.random.normal(jax.random.key(1), (3, 16))
+    x = jax.random.normal(jax.random.key(2), (3, 5))
+    params = flax_cell.init(jax.random.key(0), h, x)
+    initial = ours.init(jax.random.key(0), h, x)
+    assert jax.tree.structure(initial) == jax.tree.structure(params)
+    jax.tree.map(np.testing.assert_array_equal, initial, params)
+    np.testing.assert_allclose(
+        ours.apply(params, h, x)[0],
+        flax_cell.apply(params, h, x)[0],
+        rtol=1e-6,
+        atol=1e-6,
+    )
+
+
 @pytest.mark.parametrize("kind", ["gru", "lstm"])
 def test_sequences_replay_from_the_stored_carry(kind):
     """The loss's unroll over a stored rollout gives the outputs it was
