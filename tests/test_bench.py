@@ -8,6 +8,7 @@ import jax.numpy as jnp
 import pytest
 
 from ondevice_rl.train.bench import train_speed
+from ondevice_rl.train.bench.report import train_table
 from ondevice_rl.train.bench.transfers import TransferCounter, host_ops
 from ondevice_rl.train.cli import main
 
@@ -136,3 +137,17 @@ def test_host_loop_counts_every_transfer_exactly():
         h2d=U * T + U, d2h=U * T, h2d_arrays=U * T + 4 * U, d2h_arrays=U * T
     )
     assert record["transfers_per_env_step"] == round((2 * U * T + U) / (U * 512), 4)
+
+
+def test_bench_train_names_the_timed_learner_and_env(monkeypatch):
+    """A recipe's learner and env (not PPO on CartPole) head the table."""
+    timed = dict(sps=1.0, compile_s=1.0, run_s=1.0, final_return=0.0, seeds=1)
+    monkeypatch.setattr(
+        train_speed,
+        "bench_seeds",
+        lambda *a, **k: dict(timed, timesteps=a[1], devices=1, matmul_gflops=1.0),
+    )
+    monkeypatch.setattr(train_speed, "matmul_peak", lambda: 1e9)
+    train = train_speed.run_train_bench((1,), 64, None, 1, recipe="pendulum_sac")
+    assert (train["algo"], train["env"]) == ("sac", "Pendulum-v1")
+    assert train_table(train).title.startswith("bench train: SAC Pendulum-v1")

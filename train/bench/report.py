@@ -45,7 +45,8 @@ def env_table(env: dict) -> Table:
 
 def train_table(train: dict) -> Table:
     algo = train.get("algo", "ppo").upper()
-    table = Table(title=f"bench train: {algo} CartPole-v1 (SPS = env steps/s)")
+    env = train.get("env", "CartPole-v1")
+    table = Table(title=f"bench train: {algo} {env} (SPS = env steps/s)")
     has_ref = any("reference" in r for r in train["results"])
     peak = train.get("matmul_peak_gflops")
     if peak:
@@ -189,7 +190,7 @@ def plot(results: dict, path: Path) -> None:
             xscale="log",
             yscale="log",
         )
-    per_seed, algo, peak_note = 4, "PPO", ""
+    per_seed, algo, env, peak_note = 4, "PPO", "CartPole-v1", ""
     if results.get("train", {}).get("matmul_peak_gflops"):
         peak = results["train"]["matmul_peak_gflops"]
         peak_note = (
@@ -199,6 +200,7 @@ def plot(results: dict, path: Path) -> None:
         rows = results["train"]["results"]
         per_seed = rows[0].get("num_envs", 4)
         algo = results["train"].get("algo", "ppo").upper()
+        env = results["train"].get("env", env)
     ticks = [per_seed]
     if "train" in results:
         xs = [per_seed * r["seeds"] for r in rows]
@@ -234,7 +236,7 @@ def plot(results: dict, path: Path) -> None:
             [per_seed], [host["fused"]["sps"]], "^", ms=9, label="fused, 1 seed"
         )
     ax_train.set(
-        title=f"{algo} CartPole ({per_seed} envs per seed)" + peak_note,
+        title=f"{algo} {env} ({per_seed} envs per seed)" + peak_note,
         xlabel=f"parallel envs (seeds × {per_seed})",
         ylabel="env steps / s",
         xscale="log",

@@ -227,7 +227,7 @@ def run_train_bench(
     if reference is not None and not Path(reference).is_file():
         raise BenchError(f"--reference: no such file: {reference}")
     try:
-        bench_config(timesteps, algo=algo, recipe=recipe, fields=fields)
+        config = bench_config(timesteps, algo=algo, recipe=recipe, fields=fields)
     except (ValueError, FileNotFoundError) as e:
         raise BenchError(f"--timesteps: {e}") from None
     results = [
@@ -244,7 +244,8 @@ def run_train_bench(
         summary,
         results=results,
         repeat=repeat,
-        algo=algo,
+        algo=algorithm_of(config).name,
+        env=config.env,
         recipe=recipe,
         matmul_peak_gflops=round(peak, 1),
     )
