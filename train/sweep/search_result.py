@@ -41,8 +41,9 @@ class SearchResult:
         curves: ``name -> [P, U]`` per-update metrics of each member's slot.
         params: per member, its final ``PolicyParams`` (host arrays).
         hp: ``name -> [P]`` final hyperparameters.
-        interrupted, stop_signal, resumed_from, programs_compiled, seconds,
-        notes: as for sweeps; ``notes`` lines about skipped checkpoints.
+        interrupted: as for sweeps, and so are ``stop_signal``,
+            ``resumed_from``, ``programs_compiled`` and ``seconds``.
+        notes: lines about skipped checkpoints.
     """
 
     plan: SweepPlan
