@@ -17,7 +17,6 @@ whole sequence's inputs before its scan, so each scanned step is one
 pays per op, and flax's cell runs six matmuls per step.
 """
 
-import functools
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
@@ -73,16 +72,16 @@ class GRU(nn.Module):
 
     @nn.compact
     def weights(self, in_features: int) -> GRUWeights:
-        def dense(name, features, init, use_bias):
-            return _Weights(features, init, use_bias, name=name)(in_features)
-
-        recurrent = functools.partial(_Weights, self.size, self.recurrent_kernel_init)
         inputs, carries = [], []
         for gate in "rzn":  # flax's order: ir, hr, iz, hz, in, hn
+            input_init = nn.initializers.lecun_normal()
             inputs.append(
-                dense(f"i{gate}", self.size, nn.initializers.lecun_normal(), True)
+                _Weights(self.size, input_init, True, name=f"i{gate}")(in_features)
             )
-            carries.append(recurrent(gate == "n", name=f"h{gate}")(self.size))
+            carry_weights = _Weights(
+                self.size, self.recurrent_kernel_init, gate == "n", name=f"h{gate}"
+            )
+            carries.append(carry_weights(self.size))
         return GRUWeights(
             jnp.concatenate([k for k, _ in inputs], axis=-1),
             jnp.concatenate([b for _, b in inputs]),
