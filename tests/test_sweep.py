@@ -496,7 +496,7 @@ def test_seed_sets_state_iqm_ci_and_worst_seed_per_set(base):
     sets of seeds (here TINY, 2 sets of 4: the fixture's program)."""
     from ondevice_rl.train.sweep import seed_sets
 
-    record = seed_sets.measure(TINY, sets=2, per_set=4, first=10)
+    record = seed_sets.measure(TINY, sets=2, per_set=4, first=10, eval_episodes=3)
     assert [r["seeds"] for r in record["sets"]] == [
         "seeds 10-13", "seeds 14-17", "all 8 seeds"
     ]  # fmt: skip
@@ -509,3 +509,19 @@ def test_seed_sets_state_iqm_ci_and_worst_seed_per_set(base):
         assert r["worst"]["final_return"] == values.min()
         assert r["ci"][0] <= r["iqm"] <= r["ci"][1] and r["n"] == len(values)
     assert "| seeds 10-13 | 4 |" in seed_sets.table(record)
+    # Seed 10's deterministic evaluation: its policy trained alone, played
+    # from the evaluation key.
+    from ondevice_rl.evaluation import evaluate
+    from ondevice_rl.train.kit.registry import trainer_for
+    from ondevice_rl.train.kit.state import policy_params
+    from ondevice_rl.train.sweep.compare import EVAL_SALT
+
+    trainer = trainer_for(TINY)
+    state = make_train(TINY)(jax.random.key(10), TINY.hyperparams).state
+    key = jax.random.fold_in(jax.random.key(10), EVAL_SALT)
+    alone = evaluate(
+        trainer.policy, policy_params(state), trainer.env, None, key, 3, True
+    )["return"].mean()
+    assert first["eval_returns"][0] == pytest.approx(float(alone), rel=1e-6)
+    assert everything["eval_returns"] == first["eval_returns"] + second["eval_returns"]
+    assert "deterministic evaluation, 3 episodes" in seed_sets.table(record)

@@ -77,17 +77,20 @@ def seeded_plan(config: Any, search: dict, members: int, seeds: list[int]):
     return SweepPlan(config, tuple(all_members), swept, tuple(seeds))
 
 
-def evaluate_members(result: Any, picks: list[int | None], episodes: int, seeds):
-    """Deterministic evaluation returns ``[S]``: each pick's mean return
-    over ``episodes`` episodes from fresh keys (NaN for None)."""
+def evaluate_members(
+    config: Any, params: list, picks: list[int | None], episodes: int, seeds
+):
+    """Deterministic evaluation returns ``[S]``: each pick's (an index into
+    ``params``, members of one ``config``) mean return over ``episodes``
+    episodes from keys that training never used, ``fold_in(key(seeds[i]),
+    EVAL_SALT)`` (NaN for None)."""
     from ondevice_rl.evaluation import evaluate
 
-    config = result.config
     trainer = trainer_for(config)
     chosen = [p for p in picks if p is not None]
     if not chosen:
         return np.full(len(picks), np.nan)
-    params = jax.tree.map(lambda *xs: np.stack(xs), *[result.params[p] for p in chosen])
+    params = jax.tree.map(lambda *xs: np.stack(xs), *[params[p] for p in chosen])
     keys = jax.vmap(lambda s: jax.random.fold_in(jax.random.key(s), EVAL_SALT))(
         np.asarray([seeds[i] for i, p in enumerate(picks) if p is not None], np.uint32)
     )
@@ -132,7 +135,9 @@ def run_method(name, config, search, members, seeds, args) -> dict:
         progress=not args.no_progress,
     )
     picks = [result.handed_back()[g] for g in range(len(seeds))]
-    returns = evaluate_members(result, picks, args.eval_episodes, seeds)
+    returns = evaluate_members(
+        result.config, result.params, picks, args.eval_episodes, seeds
+    )
     iqm, low, high = stats.interval_estimates({name: returns})[name]
     return {
         "method": name,

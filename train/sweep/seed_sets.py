@@ -27,14 +27,38 @@ from ondevice_rl.train.sweep import stats
 from ondevice_rl.train.sweep.results import scores
 
 
-def measure(config: Any, sets: int = 3, per_set: int = 8, first: int = 0, **kwargs):
+def measure(
+    config: Any,
+    sets: int = 3,
+    per_set: int = 8,
+    first: int = 0,
+    eval_episodes: int = 0,
+    **kwargs,
+):
     """Trains ``config`` on ``sets * per_set`` seeds; returns the record
-    (``kwargs`` go to ``run_sweep``: ``chunk_size``, ``cache``, ...)."""
+    (``kwargs`` go to ``run_sweep``: ``chunk_size``, ``cache``, ...). With
+    ``eval_episodes``, each seed's final policy also plays that many
+    deterministic episodes from keys training never used (``compare``'s
+    ``evaluate_members``): ``eval_returns``, their mean per seed."""
+    from ondevice_rl.train.sweep.compare import evaluate_members
     from ondevice_rl.train.sweep.run import run_sweep
 
     seeds = list(range(first, first + sets * per_set))
     result = run_sweep(config, seeds=seeds, **kwargs)
     final = {m.seed: scores(result.returns(m))["final_return"] for m in result.finished}
+    evaluated = {}
+    if eval_episodes:
+        picks = [m.index for m in result.finished]
+        means = evaluate_members(
+            config,
+            result.params,
+            picks,
+            eval_episodes,
+            [m.seed for m in result.finished],
+        )
+        evaluated = {
+            m.seed: float(x) for m, x in zip(result.finished, means, strict=True)
+        }
     groups = {f"seeds {s[0]}-{s[-1]}": s for s in np.split(np.asarray(seeds), sets)}
     groups[f"all {len(seeds)} seeds"] = np.asarray(seeds)
     rows = []
@@ -52,27 +76,35 @@ def measure(config: Any, sets: int = 3, per_set: int = 8, first: int = 0, **kwar
                 "final_returns": values.tolist(),
             }
         )
+        if evaluated:
+            rows[-1]["eval_returns"] = [evaluated.get(int(s), np.nan) for s in members]
     return {
         "env": config.env,
         "total_timesteps": config.total_timesteps,
         "metric": f"final return (mean episode_return of the last {FINAL_WINDOW} "
         "updates)",
         "sets": rows,
+        "eval_episodes": eval_episodes,
         "seconds": result.seconds,
     }
 
 
 def table(record: dict) -> str:
+    evaluated = record.get("eval_episodes", 0)
     lines = [
-        "| seeds | n | IQM final return [95% CI] | worst seed |",
-        "|---|---|---|---|",
+        "| seeds | n | IQM final return [95% CI] | worst seed |"
+        + (f" deterministic evaluation, {evaluated} episodes |" if evaluated else ""),
+        "|---|---|---|---|" + ("---|" if evaluated else ""),
     ]
     for r in record["sets"]:
-        lines.append(
+        line = (
             f"| {r['seeds']} | {r['n']} | {r['iqm']:.1f} [{r['ci'][0]:.1f}, "
             f"{r['ci'][1]:.1f}] | {r['worst']['final_return']:.1f} (seed "
             f"{r['worst']['seed']}) |"
         )
+        if evaluated:
+            line += " " + " / ".join(f"{x:.1f}" for x in r["eval_returns"]) + " |"
+        lines.append(line)
     return "\n".join(lines) + "\n"
 
 
@@ -93,15 +125,23 @@ def main(argv: list[str] | None = None) -> int:
         "--set", action="append", default=[], metavar="FIELD=VALUE",
         help="change a config field (repeatable), e.g. total_timesteps=1e5",
     )  # fmt: skip
+    parser.add_argument(
+        "--eval-episodes", type=int, default=0, metavar="K",
+        help="also play K deterministic episodes with each seed's final policy",
+    )  # fmt: skip
     parser.add_argument("--out", type=Path, default=Path("runs/seeds"))
     args = parser.parse_args(argv)
+    if args.eval_episodes < 0:
+        parser.error(f"--eval-episodes must be >= 0, got {args.eval_episodes}")
     recipe = load_recipe(args.recipe)
     values = recipe.to_dict()
     for item in args.set:
         name, _, text = item.partition("=")
         values[name] = json.loads(text) if text[:1] in "[0123456789-" else text
     config = config_from_dict(values, algorithm_of(recipe), where="--set")
-    record = measure(config, args.sets, args.per_set, args.first, progress=True)
+    record = measure(
+        config, args.sets, args.per_set, args.first, args.eval_episodes, progress=True
+    )
     record["recipe"] = args.recipe
     args.out.mkdir(parents=True, exist_ok=True)
     write_json(args.out / "seed_sets.json", record)
