@@ -90,7 +90,7 @@ def evaluate_members(
     chosen = [p for p in picks if p is not None]
     if not chosen:
         return np.full(len(picks), np.nan)
-    params = jax.tree.map(lambda *xs: np.stack(xs), *[params[p] for p in chosen])
+    stacked = jax.tree.map(lambda *xs: np.stack(xs), *[params[p] for p in chosen])
     keys = jax.vmap(lambda s: jax.random.fold_in(jax.random.key(s), EVAL_SALT))(
         np.asarray([seeds[i] for i, p in enumerate(picks) if p is not None], np.uint32)
     )
@@ -109,7 +109,7 @@ def evaluate_members(
         )
         return out["return"].mean()
 
-    means = np.asarray(jax.jit(jax.vmap(one))(params, keys), np.float64)
+    means = np.asarray(jax.jit(jax.vmap(one))(stacked, keys), np.float64)
     out, it = np.full(len(picks), np.nan), iter(means)
     for i, p in enumerate(picks):
         if p is not None:
