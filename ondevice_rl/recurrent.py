@@ -11,10 +11,8 @@ so one scan over a rollout replays episodes exactly as they were acted.
 
 The GRU is ``GRU``: flax's ``GRUCell`` (same parameters, names and
 initialisation) computed as two matmuls, the input's three gate projections
-``[..., 3 * size]`` at once and the carry's at once. ``unroll`` projects a
-whole sequence's inputs before its scan, so each scanned step is one
-``[M, size] x [size, 3 * size]`` matmul and the gates: a sequential scan
-pays per op, and flax's cell runs six matmuls per step.
+``[..., 3 * size]`` at once and the carry's at once: a sequential scan pays
+per op, and flax's cell runs six matmuls per step.
 """
 
 from collections.abc import Sequence
@@ -160,11 +158,6 @@ class MemoryNet(nn.Module):
 
     def heads(self, features: jax.Array) -> Any:
         return self.head(features)
-
-    def gru_inputs(self, obs: jax.Array):
-        """A GRU's weights and its input gate terms ``[..., 3 * size]``."""
-        w = self.cell.weights(self.size)
-        return w, project(w, self.embed(obs))
 
 
 def unroll(
