@@ -524,4 +524,8 @@ def test_seed_sets_state_iqm_ci_and_worst_seed_per_set(base):
     )["return"].mean()
     assert first["eval_returns"][0] == pytest.approx(float(alone), rel=1e-6)
     assert everything["eval_returns"] == first["eval_returns"] + second["eval_returns"]
-    assert "deterministic evaluation, 3 episodes" in seed_sets.table(record)
+    for r in record["sets"]:
+        values = np.asarray(r["eval_returns"])
+        assert r["eval"]["worst"]["eval_return"] == values.min()
+        assert r["eval"]["ci"][0] <= r["eval"]["iqm"] <= r["eval"]["ci"][1]
+    assert "IQM deterministic evaluation (3 episodes)" in seed_sets.table(record)

@@ -63,21 +63,13 @@ def measure(
     groups[f"all {len(seeds)} seeds"] = np.asarray(seeds)
     rows = []
     for name, members in groups.items():
-        values = np.asarray([final.get(int(s), np.nan) for s in members])
-        iqm, low, high = stats.interval_estimates({name: values})[name]
-        worst = int(members[np.nanargmin(values)])
-        rows.append(
-            {
-                "seeds": name,
-                "n": int(np.isfinite(values).sum()),
-                "iqm": iqm,
-                "ci": [low, high],
-                "worst": {"seed": worst, "final_return": final[worst]},
-                "final_returns": values.tolist(),
-            }
-        )
+        row = {"seeds": name, **_summary(final, members, "final_return")}
+        row["final_returns"] = row.pop("values")
         if evaluated:
-            rows[-1]["eval_returns"] = [evaluated.get(int(s), np.nan) for s in members]
+            summary = _summary(evaluated, members, "eval_return")
+            row["eval_returns"] = summary.pop("values")
+            row["eval"] = summary
+        rows.append(row)
     return {
         "env": config.env,
         "total_timesteps": config.total_timesteps,
@@ -89,21 +81,45 @@ def measure(
     }
 
 
+def _summary(by_seed: dict, members: np.ndarray, name: str) -> dict:
+    """IQM, its stratified-bootstrap 95% CI and the worst seed of
+    ``by_seed[s]`` over ``members`` (a missing seed counts as NaN)."""
+    values = np.asarray([by_seed.get(int(s), np.nan) for s in members])
+    iqm, low, high = stats.interval_estimates({name: values})[name]
+    worst = int(members[np.nanargmin(values)])
+    return {
+        "n": int(np.isfinite(values).sum()),
+        "iqm": iqm,
+        "ci": [low, high],
+        "worst": {"seed": worst, name: by_seed[worst]},
+        "values": values.tolist(),
+    }
+
+
+def _stated(summary: dict, name: str) -> str:
+    worst = summary["worst"]
+    return (
+        f"{summary['iqm']:.1f} [{summary['ci'][0]:.1f}, {summary['ci'][1]:.1f}] | "
+        f"{worst[name]:.1f} (seed {worst['seed']})"
+    )
+
+
 def table(record: dict) -> str:
     evaluated = record.get("eval_episodes", 0)
     lines = [
         "| seeds | n | IQM final return [95% CI] | worst seed |"
-        + (f" deterministic evaluation, {evaluated} episodes |" if evaluated else ""),
-        "|---|---|---|---|" + ("---|" if evaluated else ""),
+        + (
+            f" IQM deterministic evaluation ({evaluated} episodes) [95% CI] | "
+            "worst seed |"
+            if evaluated
+            else ""
+        ),
+        "|---|---|---|---|" + ("---|---|" if evaluated else ""),
     ]
     for r in record["sets"]:
-        line = (
-            f"| {r['seeds']} | {r['n']} | {r['iqm']:.1f} [{r['ci'][0]:.1f}, "
-            f"{r['ci'][1]:.1f}] | {r['worst']['final_return']:.1f} (seed "
-            f"{r['worst']['seed']}) |"
-        )
+        line = f"| {r['seeds']} | {r['n']} | {_stated(r, 'final_return')} |"
         if evaluated:
-            line += " " + " / ".join(f"{x:.1f}" for x in r["eval_returns"]) + " |"
+            line += f" {_stated(r['eval'], 'eval_return')} |"
         lines.append(line)
     return "\n".join(lines) + "\n"
 
