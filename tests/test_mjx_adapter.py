@@ -1,5 +1,6 @@
 """MuJoCo Playground adapter: names, MJX physics against MuJoCo's C
-simulator, our time limit, no reset inside ``step`` (the message without
+simulator, our time limit, no reset inside ``step``, resets for the ended
+episodes only (the message without
 Playground: test_adapters.py)."""
 
 import jax
@@ -55,7 +56,12 @@ def test_physics_matches_mujoco_c(cartpole):
     assert float(np.abs(expected[-1] - expected[0]).max()) > 1e-3  # it moved
 
 
-def test_spaces_time_limit_and_no_reset_under_vmap(cartpole):
+def test_spaces_time_limit_and_resets_for_the_ended_episodes_only(cartpole):
+    """Our time limit; no reset inside Playground's step; and, since its
+    resets run physics (CheetahRun's settles for 200 steps), ``AutoReset``
+    resets only the envs whose episode ended, each from its own key."""
+    from ondevice_rl.wrappers import AutoReset
+
     env, params = cartpole
     assert int(params.max_steps) == 1000  # Playground's episode_length
     assert env.observation_space(params).shape == (5,)
@@ -63,14 +69,27 @@ def test_spaces_time_limit_and_no_reset_under_vmap(cartpole):
     np.testing.assert_array_equal(env.inner.mj_model.actuator_ctrlrange, [[-1, 1]])
     params = params._replace(max_steps=jnp.int32(4))
     keys = jax.random.split(jax.random.PRNGKey(0), 3)
-    obs, state = jax.jit(jax.vmap(env.reset, in_axes=(0, None)))(keys, params)
-    assert obs.shape == (3, 5) and obs.dtype == jnp.float32
-    step = jax.jit(jax.vmap(env.step, in_axes=(0, 0, 0, None)))
+    fresh, state = jax.device_get(
+        jax.jit(jax.vmap(env.reset, in_axes=(0, None)))(keys, params)
+    )
+    assert fresh.shape == (3, 5) and fresh.dtype == jnp.float32
+    wrapped = AutoReset(env)
+    assert wrapped.costly_reset
+    step = jax.jit(jax.vmap(wrapped.step, in_axes=(0, 0, 0, None)))
+    state = state._replace(time=jnp.array([0, 1, 0], jnp.int32))  # env 1 ends first
     actions = jnp.zeros((3, 1))
     for t in range(4):
-        ts = step(keys, state, actions, params)
+        ts = jax.device_get(step(keys, state, actions, params))
         state = ts.state
-        assert bool((ts.truncated == (t == 3)).all())
-    assert not bool(ts.terminated.any()) and ts.reward.dtype == jnp.float32
-    assert bool(((ts.reward > 0) & (ts.reward <= 1)).all())  # dm_control rewards
-    np.testing.assert_array_equal(state.time, 4)  # no reset inside step
+        np.testing.assert_array_equal(ts.truncated, [t == 3, t == 2, t == 3])
+        assert not bool(ts.terminated.any()) and ts.reward.dtype == jnp.float32
+        assert bool(((ts.reward > 0) & (ts.reward <= 1)).all())  # dm_control
+        if t == 2:  # env 1 restarted from its key's reset, the others go on
+            np.testing.assert_array_equal(state.time, [3, 0, 3])
+            # (the reset ran in another program: equal up to rounding)
+            np.testing.assert_allclose(ts.obs[1], fresh[1], rtol=1e-6, atol=1e-8)
+            np.testing.assert_array_equal(ts.obs[[0, 2]], ts.info["final_obs"][[0, 2]])
+    # Playground's own step did not reset: what it reached is no fresh state.
+    assert not np.allclose(ts.info["final_obs"], fresh)
+    np.testing.assert_array_equal(state.time, [0, 1, 0])
+    np.testing.assert_allclose(ts.obs[[0, 2]], fresh[[0, 2]], rtol=1e-6, atol=1e-8)
