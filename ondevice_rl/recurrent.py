@@ -12,7 +12,10 @@ so one scan over a rollout replays episodes exactly as they were acted.
 The GRU is ``GRU``: flax's ``GRUCell`` (same parameters, names and
 initialisation) computed as two matmuls, the input's three gate projections
 ``[..., 3 * size]`` at once and the carry's at once: a sequential scan pays
-per op, and flax's cell runs six matmuls per step.
+per op, and flax's cell runs six matmuls per step. ``unroll`` goes further:
+it embeds a whole ``[T, M]`` sequence and projects its gate terms before
+the scan (one large matmul each), so each scanned step is the carry's
+matmul and the gates only.
 """
 
 from collections.abc import Sequence
@@ -159,16 +162,39 @@ class MemoryNet(nn.Module):
     def heads(self, features: jax.Array) -> Any:
         return self.head(features)
 
+    def cell_inputs(self, obs: jax.Array) -> jax.Array:
+        """What a step's cell reads from its observation: the embedding
+        ``[..., size]``, or for the GRU its gate terms ``[..., 3 * size]``
+        (``project``); a whole sequence at once."""
+        x = self.embed(obs)
+        if self.kind == "lstm":
+            return x
+        return project(self.cell.weights(self.size), x)
+
+    def recur(self, carry: Any, inputs: jax.Array, first: jax.Array):
+        """``core``'s step from ``cell_inputs``: ``(carry, features)``."""
+        fresh = initial_carry(self.kind, self.size, first.shape)
+        carry = jax.tree.map(
+            lambda c, f: jnp.where(first[..., None], f, c), carry, fresh
+        )
+        if self.kind == "lstm":
+            return self.cell(carry, inputs)
+        carry = gru_step(self.cell.weights(self.size), carry, inputs)
+        return carry, carry
+
 
 def unroll(
     net: MemoryNet, params: Any, carry: Any, obs: jax.Array, first: jax.Array
 ) -> Any:
     """``net`` over a sequence from ``carry`` (``[M, ...]``): ``obs`` ``[T, M,
     *obs_shape]``, ``first`` ``[T, M]``; returns the head's outputs for all
-    ``[T, M]`` steps, the head applied once to the stacked features."""
+    ``[T, M]`` steps. The embedding (and the GRU's input projection) and the
+    head run once on the stacked sequence, the recurrence alone is scanned;
+    the same numbers as stepping ``core``, up to the matmuls' rounding."""
+    inputs = net.apply(params, obs, method=MemoryNet.cell_inputs)
 
     def step(carry, inputs):
-        return net.apply(params, carry, *inputs, method=MemoryNet.core)
+        return net.apply(params, carry, *inputs, method=MemoryNet.recur)
 
-    _, features = jax.lax.scan(step, carry, (obs, first))
+    _, features = jax.lax.scan(step, carry, (inputs, first))
     return net.apply(params, features, method=MemoryNet.heads)
