@@ -61,6 +61,23 @@ def test_the_default_interval_keeps_a_run_within_a_thousand_rows():
     assert all(-(-u // default_log_every(u)) <= 1000 for u in (3, 1999, 10**7))
 
 
+def test_the_default_interval_keeps_segments_short_beside_evaluations():
+    """Segments run a multiple of both intervals: with evaluations every 781
+    updates, rows every 100 would make one segment of 78,100 updates (a
+    62,500-update run in one piece); the default becomes 71, a divisor."""
+    from ondevice_rl.train.run.plan import plan_segments
+
+    assert default_log_every(62_500) == 100
+    assert default_log_every(62_500, 781) == 71
+    assert default_log_every(62_500, 500) == 100  # a multiple: kept
+    assert default_log_every(62_500, 50) == 100  # a divisor: kept
+    assert default_log_every(62_500, 997) == 997  # a prime: its own
+    assert default_log_every(62_500, 30) == 90  # shorter: a multiple
+    assert default_log_every(500, 7) == 1  # a row per update fits
+    segments = plan_segments(62_500, 3125, 781, log_every=71)
+    assert {s.length for s in segments[:-1]} == {3905} and len(segments) == 17
+
+
 def test_shorter_segments_halve_until_they_fit():
     assert shorter_length(40, 5.0, 10.0, 1) == 40  # fits
     assert shorter_length(40, 25.0, 10.0, 1) == 10  # 40 -> 20 -> 10

@@ -73,14 +73,24 @@ class RunArgError(Worded, ValueError):
     """A bad run argument (one line)."""
 
 
-def default_log_every(num_updates: int) -> int:
+def default_log_every(num_updates: int, eval_every: int | None = None) -> int:
     """The smallest of 1, 2, 5, 10, 20, 50, ... giving at most
-    ``DEFAULT_LOG_ROWS`` rows for ``num_updates`` updates."""
-    wanted = num_updates / DEFAULT_LOG_ROWS
-    if wanted <= 1:
-        return 1
+    ``DEFAULT_LOG_ROWS`` rows for ``num_updates`` updates. With evaluations
+    every ``eval_every`` updates, unless one of the two divides the other,
+    the smallest divisor of ``eval_every`` (or multiple, if it is shorter)
+    giving at most as many rows: a segment runs a multiple of both
+    intervals, and 100 beside 781 would make it 78,100 updates, with no
+    progress and no checkpoint in between."""
+    wanted = max(1.0, num_updates / DEFAULT_LOG_ROWS)
     decade = 10 ** math.floor(math.log10(wanted))
-    return next(m * decade for m in (1, 2, 5, 10) if m * decade >= wanted)
+    every = next(m * decade for m in (1, 2, 5, 10) if m * decade >= wanted)
+    if eval_every is None or eval_every % every == 0 or every % eval_every == 0:
+        return every
+    if eval_every < wanted:
+        return eval_every * math.ceil(wanted / eval_every)
+    return min(
+        d for d in range(math.ceil(wanted), eval_every + 1) if eval_every % d == 0
+    )
 
 
 def check_seed(seed: int) -> int:

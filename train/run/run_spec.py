@@ -113,7 +113,9 @@ class RunSpec(NamedTuple):
             -(-updates // segments),  # at most `segments` segments
             eval_every,
             DEFAULT_EVAL_EPISODES if eval_episodes is None else int(eval_episodes),
-            default_log_every(updates) if log_every is None else int(log_every),
+            default_log_every(updates, eval_every)
+            if log_every is None
+            else int(log_every),
         )
 
     @classmethod
