@@ -153,11 +153,7 @@ class MemoryNet(nn.Module):
 
     def core(self, carry: Any, obs: jax.Array, first: jax.Array):
         """One step of the recurrent core: ``(carry, features [..., size])``."""
-        fresh = initial_carry(self.kind, self.size, first.shape)
-        carry = jax.tree.map(
-            lambda c, f: jnp.where(first[..., None], f, c), carry, fresh
-        )
-        return self.cell(carry, self.embed(obs))
+        return self.recur(carry, self.cell_inputs(obs), first)
 
     def heads(self, features: jax.Array) -> Any:
         return self.head(features)
@@ -172,7 +168,8 @@ class MemoryNet(nn.Module):
         return project(self.cell.weights(self.size), x)
 
     def recur(self, carry: Any, inputs: jax.Array, first: jax.Array):
-        """``core``'s step from ``cell_inputs``: ``(carry, features)``."""
+        """A step from ``cell_inputs``: ``(carry, features)``; the carry
+        starts afresh where ``first``."""
         fresh = initial_carry(self.kind, self.size, first.shape)
         carry = jax.tree.map(
             lambda c, f: jnp.where(first[..., None], f, c), carry, fresh
