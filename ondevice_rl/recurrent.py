@@ -165,18 +165,29 @@ class MemoryNet(nn.Module):
         x = self.embed(obs)
         if self.kind == "lstm":
             return x
-        return project(self.cell.weights(self.size), x)
+        return project(self.gru_weights(), x)
 
-    def recur(self, carry: Any, inputs: jax.Array, first: jax.Array):
+    def gru_weights(self) -> GRUWeights:
+        return self.cell.weights(self.size)
+
+    def recur(
+        self,
+        carry: Any,
+        inputs: jax.Array,
+        first: jax.Array,
+        weights: GRUWeights | None = None,
+    ):
         """A step from ``cell_inputs``: ``(carry, features)``; the carry
-        starts afresh where ``first``."""
+        starts afresh where ``first``. A scan passes the GRU's ``weights``
+        (``gru_weights``), gathered once outside it."""
         fresh = initial_carry(self.kind, self.size, first.shape)
         carry = jax.tree.map(
             lambda c, f: jnp.where(first[..., None], f, c), carry, fresh
         )
         if self.kind == "lstm":
             return self.cell(carry, inputs)
-        carry = gru_step(self.cell.weights(self.size), carry, inputs)
+        weights = self.gru_weights() if weights is None else weights
+        carry = gru_step(weights, carry, inputs)
         return carry, carry
 
 
@@ -189,9 +200,12 @@ def unroll(
     head run once on the stacked sequence, the recurrence alone is scanned;
     the same numbers as stepping ``core``, up to the matmuls' rounding."""
     inputs = net.apply(params, obs, method=MemoryNet.cell_inputs)
+    weights = None
+    if net.kind != "lstm":
+        weights = net.apply(params, method=MemoryNet.gru_weights)
 
-    def step(carry, inputs):
-        return net.apply(params, carry, *inputs, method=MemoryNet.recur)
+    def step(carry, xs):
+        return net.apply(params, carry, *xs, weights, method=MemoryNet.recur)
 
     _, features = jax.lax.scan(step, carry, (inputs, first))
     return net.apply(params, features, method=MemoryNet.heads)
