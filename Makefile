@@ -55,10 +55,17 @@ search-evidence: $(STAMP)
 		--total-timesteps 100000 --members 16 --search-seeds 5 --out runs/compare/cartpole_dqn
 
 # A recipe's final return over 3 disjoint sets of 8 seeds: IQM, 95% CI and
-# the worst seed per set (RECIPES="cartpole_pqn ..."; default: classic control).
+# the worst seed per set, and the final policies' deterministic evaluation on
+# EVAL episodes (RECIPES="cartpole_pqn ..."; default: classic control), into
+# docs/results/NAME_seeds.json and the recipes page's table.
 RECIPES ?= cartpole_ppo cartpole_a2c cartpole_dqn cartpole_pqn acrobot_ppo acrobot_a2c acrobot_dqn pendulum_ppo pendulum_sac pendulum_td3
+EVAL ?= 32
 recipe-seeds: $(STAMP)
-	for r in $(RECIPES); do $(BIN)/python -m ondevice_rl.train.sweep.seed_sets --recipe $$r --out runs/seeds/$$r || exit 1; done
+	for r in $(RECIPES); do \
+		$(BIN)/python -m ondevice_rl.train.sweep.seed_sets --recipe $$r --eval-episodes $(EVAL) --out runs/seeds/$$r \
+		&& cp runs/seeds/$$r/seed_sets.json docs/results/$${r}_seeds.json || exit 1; \
+	done
+	$(BIN)/python -m ondevice_rl.train.recipes.results --seeds-table
 
 # The documentation site (mkdocs-material, API reference from the
 # docstrings) into site/; strict: a broken link or reference fails.

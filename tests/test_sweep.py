@@ -491,7 +491,7 @@ def test_population_of_256_cartpole_members_on_cpu():
     assert result.best.last10pct_mean > 100.0
 
 
-def test_seed_sets_state_iqm_ci_and_worst_seed_per_set(base):
+def test_seed_sets_state_iqm_ci_and_worst_seed_per_set(base, tmp_path):
     """``python -m ondevice_rl.train.sweep.seed_sets``: a recipe over disjoint
     sets of seeds (here TINY, 2 sets of 4: the fixture's program)."""
     from ondevice_rl.train.sweep import seed_sets
@@ -529,3 +529,33 @@ def test_seed_sets_state_iqm_ci_and_worst_seed_per_set(base):
         assert r["eval"]["worst"]["eval_return"] == values.min()
         assert r["eval"]["ci"][0] <= r["eval"]["iqm"] <= r["eval"]["ci"][1]
     assert "IQM deterministic evaluation (3 episodes)" in seed_sets.table(record)
+    _recipes_page_states_the_record(record, tmp_path)
+
+
+def _recipes_page_states_the_record(record, tmp_path):
+    """``make recipe-seeds``'s last step: the recipes page's table, rebuilt
+    from the ``NAME_seeds.json`` records between its markers."""
+    from ondevice_rl.train.recipes import results
+
+    docs = tmp_path / "results"
+    docs.mkdir()
+    (docs / "tiny_seeds.json").write_text(json.dumps(record))
+    page = tmp_path / "recipes.md"
+    page.write_text("intro\n<!-- seeds:start -->\nold\n<!-- seeds:end -->\nrest\n")
+    args = ["--docs", str(docs), "--recipes-page", str(page), "--seeds-table"]
+    assert results.main(args) == 0
+    text = page.read_text()
+    assert text.startswith("intro\n<!-- seeds:start -->\n| recipe |")
+    assert "old" not in text and text.endswith("<!-- seeds:end -->\nrest\n")
+    (row,) = [line for line in text.splitlines() if line.startswith("| `tiny`")]
+    everything = record["sets"][-1]
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert cells[1:3] == [f"{TINY.total_timesteps:,}", "10–17 (8)"]
+    assert cells[3].startswith(results._number(everything["iqm"]) + " [")
+    number, worst = results._number, everything["worst"]
+    assert cells[4] == f"{number(worst['final_return'])} (seed {worst['seed']})"
+    assert cells[5] == " / ".join(number(r["iqm"]) for r in record["sets"][:2])
+    assert cells[6].endswith("; 3 episodes")
+    page.write_text("no markers\n")
+    with pytest.raises(ValueError, match="no <!-- seeds:start -->"):
+        results.main(args)

@@ -3,6 +3,7 @@
     python -m ondevice_rl.train.recipes.results               # train all, table
     python -m ondevice_rl.train.recipes.results --only minatar_breakout_ppo
     python -m ondevice_rl.train.recipes.results --table-only  # from runs/results
+    python -m ondevice_rl.train.recipes.results --seeds-table  # docs/recipes.md
 
 Each recipe runs as ``ondevice-rl train --recipe NAME --out
 runs/results/NAME --force`` (seed 0; a subprocess, so one failure does not
@@ -11,6 +12,14 @@ stop the others). The table between ``<!-- results:start -->`` and
 env, env steps, final return (the run's own: the mean of the last
 ``FINAL_WINDOW`` updates' ``episode_return``, as ``config.json`` records it)
 and a link to the curve, copied to ``docs/results/NAME.png``.
+
+The table between ``<!-- seeds:start -->`` and ``<!-- seeds:end -->`` in
+docs/recipes.md gets one row per ``docs/results/NAME_seeds.json``, the record
+``python -m ondevice_rl.train.sweep.seed_sets`` writes (``make recipe-seeds``
+copies it there): the seeds and their keys, the IQM of the final return with
+its 95% CI, the worst seed, each set's IQM and, where the final policies were
+evaluated, the same for their deterministic episodes. ``--seeds-table``
+rebuilds that table alone.
 """
 
 import argparse
@@ -32,6 +41,8 @@ from ondevice_rl.train.run.artifacts import (
 )
 
 START, END = "<!-- results:start -->", "<!-- results:end -->"
+SEEDS_START, SEEDS_END = "<!-- seeds:start -->", "<!-- seeds:end -->"
+SEEDS_SUFFIX = "_seeds.json"
 
 
 def train_recipe(name: str, runs: Path) -> int:
@@ -84,13 +95,65 @@ def table(names: list[str], runs: Path, docs: Path, readme_dir: Path) -> str:
 
 
 def rewrite_readme(readme: Path, text: str) -> None:
-    """Replaces what lies between the markers (ValueError if they are missing)."""
-    content = readme.read_text()
-    start, end = content.find(START), content.find(END)
+    """Replaces what lies between the results markers (ValueError if they
+    are missing)."""
+    rewrite_between(readme, START, END, text)
+
+
+def rewrite_between(path: Path, start_marker: str, end_marker: str, text: str):
+    """Replaces what lies between two markers of ``path`` (ValueError if
+    they are missing)."""
+    content = path.read_text()
+    start, end = content.find(start_marker), content.find(end_marker)
     if start < 0 or end < start:
-        raise ValueError(f"{readme} has no {START} ... {END} markers")
-    head, tail = content[: start + len(START)], content[end:]
-    readme.write_text(f"{head}\n{text}\n{tail}")
+        raise ValueError(f"{path} has no {start_marker} ... {end_marker} markers")
+    head, tail = content[: start + len(start_marker)], content[end:]
+    path.write_text(f"{head}\n{text}\n{tail}")
+
+
+def _number(x: float) -> str:
+    return f"{x:.3f}" if abs(x) < 10 else f"{x:.1f}"
+
+
+def _stated(summary: dict, name: str) -> tuple[str, str]:
+    """``("IQM [low, high]", "value (seed s)")`` of a ``seed_sets`` summary."""
+    low, high = summary["ci"]
+    worst = summary["worst"]
+    return (
+        f"{_number(summary['iqm'])} [{_number(low)}, {_number(high)}]",
+        f"{_number(worst[name])} (seed {worst['seed']})",
+    )
+
+
+def seeds_row(name: str, record: dict) -> str:
+    """One Markdown row of a ``seed_sets`` record: its sets are consecutive
+    seed ranges labelled ``seeds A-B``, then the row over all of them."""
+    *sets, whole = record["sets"]
+    first = sets[0]["seeds"].split()[-1].split("-")[0]
+    last = sets[-1]["seeds"].split()[-1].split("-")[-1]
+    final, worst = _stated(whole, "final_return")
+    per_set = " / ".join(_number(s["iqm"]) for s in sets)
+    evaluated = "–"
+    if "eval" in whole:
+        iqm, worst_eval = _stated(whole["eval"], "eval_return")
+        evaluated = f"{iqm}, worst {worst_eval}; {record['eval_episodes']} episodes"
+    return (
+        f"| `{name}` | {record['total_timesteps']:,} | {first}–{last} "
+        f"({whole['n']}) | {final} | {worst} | {per_set} | {evaluated} |"
+    )
+
+
+def seeds_table(docs: Path) -> str:
+    """The table of every ``docs/NAME_seeds.json``, sorted by name."""
+    lines = [
+        "| recipe | env steps | seeds (n) | IQM final return [95% CI] | worst "
+        "seed | IQM per set of seeds | deterministic evaluation: IQM [95% CI] |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for path in sorted(docs.glob(f"*{SEEDS_SUFFIX}")):
+        name = path.name[: -len(SEEDS_SUFFIX)]
+        lines.append(seeds_row(name, read_json(path)))
+    return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -100,7 +163,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=Path, default=Path("runs/results"))
     parser.add_argument("--docs", type=Path, default=Path("docs/results"))
     parser.add_argument("--readme", type=Path, default=Path("README.md"))
+    parser.add_argument("--recipes-page", type=Path, default=Path("docs/recipes.md"))
+    parser.add_argument(
+        "--seeds-table", action="store_true",
+        help="only rebuild the recipes page's table of results over seeds",
+    )  # fmt: skip
     args = parser.parse_args(argv)
+    seeds = seeds_table(args.docs)
+    rewrite_between(args.recipes_page, SEEDS_START, SEEDS_END, seeds)
+    if args.seeds_table:
+        print(seeds)
+        return 0
     names = list_recipes()
     unknown = sorted(set(args.only or []) - set(names))
     if unknown:
