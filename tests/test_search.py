@@ -419,6 +419,27 @@ def test_the_comparison_script_at_a_tiny_size(pbt, halving, tmp_path):
     assert diff["ci"][0] <= diff["mean"] <= diff["ci"][1]
     assert "| pbt | 768 |" in (tmp_path / "compare.md").read_text()
     assert (tmp_path / "compare.png").stat().st_size > 0
+    assert [r["slots"] for r in rows.values()] == [4, 4, 4]
+    # Halving's half budget as shorter slots (the default) or as half the
+    # slots at full length: the plan it would search.
+    planned = {}
+
+    def capture(plan, search, strategy, **kwargs):
+        planned[args.halving_spend] = plan
+        raise InterruptedError
+
+    args = compare.parse_args([*argv, "--halving-budget", "0.5"])
+    config, space = compare.base_config(args), compare.parse_space(args.search)
+    for spend in ("length", "slots"):
+        args.halving_spend = spend
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(compare, "search_plan", capture)
+            with pytest.raises(InterruptedError):
+                compare.run_method("halving", config, space, 4, [0, 1], args)
+    shorter, fewer = planned["length"], planned["slots"]
+    assert len(shorter.members) == 8 and shorter.base.total_timesteps == 48
+    assert len(fewer.members) == 4 and fewer.base.total_timesteps == 96
+    assert sorted({m.seed for m in fewer.members}) == [0, 1]  # 2 slots per seed
 
 
 # --- slow: every learner, a real kill, two processes ---------------------------------

@@ -9,7 +9,11 @@ halving on one task and budget, over several search seeds.
   within their declared ranges) with the same ``--members`` N per search
   seed; random search and PBT train every member for ``--total-timesteps``;
   successive halving gets ``--halving-budget`` of that (0.5: half the env
-  steps, refills counted, since its slots never idle).
+  steps, refills counted, since its slots never idle): by default as
+  ``members`` slots of that fraction of the env steps each
+  (``--halving-spend length``), or as that fraction of the slots, each
+  trained as long as random search's members (``--halving-spend slots``:
+  a trial that survives every rung gets the full budget).
 * Search seed ``s`` draws the initial members with ``sample_seed=s`` and
   trains them from keys ``s * 1000 + i``: the methods start alike, seed by
   seed (paired).
@@ -120,9 +124,11 @@ def evaluate_members(
 def run_method(name, config, search, members, seeds, args) -> dict:
     """One method's search over every search seed, and its evaluation."""
     budget = args.halving_budget if name == "halving" else 1.0
-    if budget != 1.0:
+    if budget != 1.0 and args.halving_spend == "length":
         steps = int(config.total_timesteps * budget)
         config = config.replace(total_timesteps=steps)
+    elif budget != 1.0:  # "slots": fewer slots, each the full length
+        members = max(2, round(members * budget))
     strategy = METHODS[name]()
     plan = seeded_plan(config, search, members, seeds)
     start = time.perf_counter()
@@ -143,6 +149,7 @@ def run_method(name, config, search, members, seeds, args) -> dict:
         "method": name,
         "env_steps": result.env_steps,
         "total_timesteps_per_member": config.total_timesteps,
+        "slots": members,
         "eval_returns": returns.tolist(),
         "iqm": iqm,
         "ci": [low, high],
@@ -193,6 +200,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--search-seeds", type=int, default=5)
     parser.add_argument("--methods", default="random,pbt,halving")
     parser.add_argument("--halving-budget", type=float, default=0.5)
+    parser.add_argument(
+        "--halving-spend", choices=("length", "slots"), default="length",
+        help="halving's budget as shorter slots (length) or fewer full-length "
+        "slots (slots)",
+    )  # fmt: skip
     parser.add_argument("--round-updates", type=int)
     parser.add_argument("--score-episodes", type=int, default=20)
     parser.add_argument("--eval-episodes", type=int, default=32)
