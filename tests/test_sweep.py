@@ -529,10 +529,10 @@ def test_seed_sets_state_iqm_ci_and_worst_seed_per_set(base, tmp_path):
         assert r["eval"]["worst"]["eval_return"] == values.min()
         assert r["eval"]["ci"][0] <= r["eval"]["iqm"] <= r["eval"]["ci"][1]
     assert "IQM deterministic evaluation (3 episodes)" in seed_sets.table(record)
-    _recipes_page_states_the_record(record, tmp_path)
+    _recipes_page_states_the_record(record, tmp_path, seed_sets)
 
 
-def _recipes_page_states_the_record(record, tmp_path):
+def _recipes_page_states_the_record(record, tmp_path, seed_sets):
     """``make recipe-seeds``'s last step: the recipes page's table, rebuilt
     from the ``NAME_seeds.json`` records between its markers."""
     from ondevice_rl.train.recipes import results
@@ -551,8 +551,8 @@ def _recipes_page_states_the_record(record, tmp_path):
     everything = record["sets"][-1]
     cells = [c.strip() for c in row.strip("|").split("|")]
     assert cells[1:3] == [f"{TINY.total_timesteps:,}", "10–17 (8)"]
-    assert cells[3].startswith(results._number(everything["iqm"]) + " [")
-    number, worst = results._number, everything["worst"]
+    number, worst = seed_sets.number, everything["worst"]
+    assert cells[3].startswith(number(everything["iqm"]) + " [")
     assert cells[4] == f"{number(worst['final_return'])} (seed {worst['seed']})"
     assert cells[5] == " / ".join(number(r["iqm"]) for r in record["sets"][:2])
     assert cells[6].endswith("; 3 episodes")

@@ -39,6 +39,7 @@ from ondevice_rl.train.run.artifacts import (
     read_json,
     read_metrics,
 )
+from ondevice_rl.train.sweep.seed_sets import number, stated
 
 START, END = "<!-- results:start -->", "<!-- results:end -->"
 SEEDS_START, SEEDS_END = "<!-- seeds:start -->", "<!-- seeds:end -->"
@@ -111,31 +112,17 @@ def rewrite_between(path: Path, start_marker: str, end_marker: str, text: str):
     path.write_text(f"{head}\n{text}\n{tail}")
 
 
-def _number(x: float) -> str:
-    return f"{x:.3f}" if abs(x) < 10 else f"{x:.1f}"
-
-
-def _stated(summary: dict, name: str) -> tuple[str, str]:
-    """``("IQM [low, high]", "value (seed s)")`` of a ``seed_sets`` summary."""
-    low, high = summary["ci"]
-    worst = summary["worst"]
-    return (
-        f"{_number(summary['iqm'])} [{_number(low)}, {_number(high)}]",
-        f"{_number(worst[name])} (seed {worst['seed']})",
-    )
-
-
 def seeds_row(name: str, record: dict) -> str:
     """One Markdown row of a ``seed_sets`` record: its sets are consecutive
     seed ranges labelled ``seeds A-B``, then the row over all of them."""
     *sets, whole = record["sets"]
     first = sets[0]["seeds"].split()[-1].split("-")[0]
     last = sets[-1]["seeds"].split()[-1].split("-")[-1]
-    final, worst = _stated(whole, "final_return")
-    per_set = " / ".join(_number(s["iqm"]) for s in sets)
+    final, worst = stated(whole, "final_return")
+    per_set = " / ".join(number(s["iqm"]) for s in sets)
     evaluated = "–"
     if "eval" in whole:
-        iqm, worst_eval = _stated(whole["eval"], "eval_return")
+        iqm, worst_eval = stated(whole["eval"], "eval_return")
         evaluated = f"{iqm}, worst {worst_eval}; {record['eval_episodes']} episodes"
     return (
         f"| `{name}` | {record['total_timesteps']:,} | {first}–{last} "

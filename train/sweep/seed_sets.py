@@ -96,11 +96,18 @@ def _summary(by_seed: dict, members: np.ndarray, name: str) -> dict:
     }
 
 
-def _stated(summary: dict, name: str) -> str:
+def number(x: float) -> str:
+    """A return as stated: 3 decimals below 10 in magnitude, else 1."""
+    return f"{x:.3f}" if abs(x) < 10 else f"{x:.1f}"
+
+
+def stated(summary: dict, name: str) -> tuple[str, str]:
+    """``("IQM [low, high]", "value (seed s)")`` of a ``_summary``."""
+    low, high = summary["ci"]
     worst = summary["worst"]
     return (
-        f"{summary['iqm']:.1f} [{summary['ci'][0]:.1f}, {summary['ci'][1]:.1f}] | "
-        f"{worst[name]:.1f} (seed {worst['seed']})"
+        f"{number(summary['iqm'])} [{number(low)}, {number(high)}]",
+        f"{number(worst[name])} (seed {worst['seed']})",
     )
 
 
@@ -117,9 +124,9 @@ def table(record: dict) -> str:
         "|---|---|---|---|" + ("---|---|" if evaluated else ""),
     ]
     for r in record["sets"]:
-        line = f"| {r['seeds']} | {r['n']} | {_stated(r, 'final_return')} |"
+        line = f"| {r['seeds']} | {r['n']} | {' | '.join(stated(r, 'final_return'))} |"
         if evaluated:
-            line += f" {_stated(r['eval'], 'eval_return')} |"
+            line += f" {' | '.join(stated(r['eval'], 'eval_return'))} |"
         lines.append(line)
     return "\n".join(lines) + "\n"
 
