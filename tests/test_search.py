@@ -88,7 +88,8 @@ def pbt(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def halving():
+def halving(pbt):
+    # after pbt: its init and round programs are the ones halving reuses
     return run_search(TINY, Halving(eta=2, min_rounds=1), **KWARGS)
 
 
