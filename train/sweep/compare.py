@@ -124,11 +124,10 @@ def evaluate_members(
 def run_method(name, config, search, members, seeds, args) -> dict:
     """One method's search over every search seed, and its evaluation."""
     budget = args.halving_budget if name == "halving" else 1.0
-    if budget != 1.0 and args.halving_spend == "length":
-        steps = int(config.total_timesteps * budget)
-        config = config.replace(total_timesteps=steps)
-    elif budget != 1.0:  # "slots": fewer slots, each the full length
-        members = max(2, round(members * budget))
+    if budget != 1.0 and args.halving_spend == "slots":
+        members = max(2, round(members * budget))  # each the full length
+    elif budget != 1.0:
+        config = config.replace(total_timesteps=int(config.total_timesteps * budget))
     strategy = METHODS[name]()
     plan = seeded_plan(config, search, members, seeds)
     start = time.perf_counter()
