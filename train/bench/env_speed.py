@@ -113,18 +113,22 @@ def _random_policy(reset, step_done, space, params, batch, steps, seed) -> dict:
     ``reset(key, params) -> carry`` and ``step_done(key, carry, action, params)
     -> (carry, done)`` are unbatched; they are vmapped here. The carry holds
     the state and the observation (a policy reads it, so no implementation
-    may let XLA drop it). One key split per step for the batch, then one key
-    per env.
+    may let XLA drop it), and each step's ``[B]`` done flags, as a rollout
+    stores them: summed only, they let XLA:CPU recompute an env's whole step
+    inside every kernel that reads them (pgx's MinAtar: its sticky-action
+    draw in 23 kernels instead of 8). One key split per step for the batch,
+    then one key per env.
     """
     batch_reset = jax.vmap(reset, in_axes=(0, None))
     batch_step = jax.vmap(step_done, in_axes=(0, 0, 0, None))
 
     def init(key):
-        return batch_reset(jax.random.split(key, batch), params), key, jnp.int32(0)
+        state = batch_reset(jax.random.split(key, batch), params)
+        return state, key, jnp.zeros((batch,), jnp.bool_), jnp.int32(0)
 
     def scan(carry):
         def body(carry, _):
-            state, key, episodes = carry
+            state, key, _, episodes = carry
             key, act_key, env_key = jax.random.split(key, 3)
             state, done = batch_step(
                 jax.random.split(env_key, batch),
@@ -132,7 +136,7 @@ def _random_policy(reset, step_done, space, params, batch, steps, seed) -> dict:
                 _actions(space, act_key, batch),
                 params,
             )
-            return (state, key, episodes + done.sum(dtype=jnp.int32)), None
+            return (state, key, done, episodes + done.sum(dtype=jnp.int32)), None
 
         return jax.lax.scan(body, carry, None, length=steps)[0]
 
