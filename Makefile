@@ -50,7 +50,7 @@ results: $(STAMP)
 # on 32 episodes; each row's "between rounds" is the exploit/explore overhead.
 search-evidence: $(STAMP)
 	$(BIN)/python -m ondevice_rl.train.sweep.compare --recipe acrobot_ppo \
-		--total-timesteps 100000 --members 16 --search-seeds 5 --out runs/compare/acrobot_ppo
+		--total-timesteps 100000 --members 16 --search-seeds 20 --out runs/compare/acrobot_ppo
 	$(BIN)/python -m ondevice_rl.train.sweep.compare --recipe cartpole_dqn \
 		--total-timesteps 100000 --members 16 --search-seeds 5 --out runs/compare/cartpole_dqn
 
