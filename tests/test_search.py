@@ -194,6 +194,8 @@ def test_requests_a_search_cannot_run_are_one_line():
             prepare(plan, kwargs["search"], "pbt", round_updates=2)
         assert "\n" not in str(err.value)
     plan = build_plan(TINY, 1, SEARCH, samples=1)
+    with pytest.raises(SweepSpecError, match="need one member per seed, got"):
+        prepare(plan, SEARCH, "random", round_updates=2, solo_keys=True)
     with pytest.raises(SweepSpecError, match="no rung falls within"):
         prepare(plan, SEARCH, Halving(min_rounds=4), round_updates=2)
     with pytest.raises(SweepSpecError, match="fraction"):
@@ -427,9 +429,12 @@ def test_the_comparison_script_at_a_tiny_size(pbt, halving, tmp_path):
 
     def capture(plan, search, strategy, **kwargs):
         planned[args.halving_spend] = plan
+        planned["strategy"] = strategy
         raise InterruptedError
 
-    args = compare.parse_args([*argv, "--halving-budget", "0.5"])
+    args = compare.parse_args(
+        [*argv, "--halving-budget", "0.5", "--eta", "3", "--min-rounds", "2"]
+    )
     config, space = compare.base_config(args), compare.parse_space(args.search)
     for spend in ("length", "slots"):
         args.halving_spend = spend
@@ -441,6 +446,13 @@ def test_the_comparison_script_at_a_tiny_size(pbt, halving, tmp_path):
     assert len(shorter.members) == 8 and shorter.base.total_timesteps == 48
     assert len(fewer.members) == 4 and fewer.base.total_timesteps == 96
     assert sorted({m.seed for m in fewer.members}) == [0, 1]  # 2 slots per seed
+    assert planned["strategy"] == compare.Halving(eta=3, min_rounds=2, brackets=1)
+    args = compare.parse_args([*argv, "--first-seed", "3", "--methods", "halving"])
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(compare, "search_plan", capture)
+        with pytest.raises(InterruptedError):
+            compare.compare(args)
+    assert sorted({m.seed for m in planned["length"].members}) == [3, 4]
 
 
 # --- slow: every learner, a real kill, two processes ---------------------------------

@@ -530,6 +530,16 @@ def test_seed_sets_state_iqm_ci_and_worst_seed_per_set(base, tmp_path):
         assert r["eval"]["ci"][0] <= r["eval"]["iqm"] <= r["eval"]["ci"][1]
     assert "IQM deterministic evaluation (3 episodes)" in seed_sets.table(record)
     _recipes_page_states_the_record(record, tmp_path, seed_sets)
+    # --checkpoint: the same members trained in checkpointed rounds end with
+    # the same numbers; run again, it resumes from the last round, trains
+    # nothing and states the same.
+    where = tmp_path / "checkpointed"
+    for _ in range(2):
+        rounds = seed_sets.measure(TINY, 2, 4, 10, 3, where, round_updates=2)
+        assert rounds["sets"] == record["sets"]
+    assert sorted(p.name for p in (where / "search").iterdir()) == [
+        "round-2", "round-3"
+    ]  # fmt: skip
 
 
 def _recipes_page_states_the_record(record, tmp_path, seed_sets):

@@ -128,7 +128,11 @@ def run_method(name, config, search, members, seeds, args) -> dict:
         members = max(2, round(members * budget))  # each the full length
     elif budget != 1.0:
         config = config.replace(total_timesteps=int(config.total_timesteps * budget))
-    strategy = METHODS[name]()
+    strategy = (
+        Halving(eta=args.eta, min_rounds=args.min_rounds, brackets=args.brackets)
+        if name == "halving"
+        else METHODS[name]()
+    )
     plan = seeded_plan(config, search, members, seeds)
     start = time.perf_counter()
     result = search_plan(
@@ -197,6 +201,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )  # fmt: skip
     parser.add_argument("--members", type=int, default=16, help="N per search seed")
     parser.add_argument("--search-seeds", type=int, default=5)
+    parser.add_argument(
+        "--first-seed", type=int, default=0,
+        help="search seeds FIRST .. FIRST + search seeds - 1",
+    )  # fmt: skip
     parser.add_argument("--methods", default="random,pbt,halving")
     parser.add_argument("--halving-budget", type=float, default=0.5)
     parser.add_argument(
@@ -204,6 +212,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="halving's budget as shorter slots (length) or fewer full-length "
         "slots (slots)",
     )  # fmt: skip
+    parser.add_argument("--eta", type=int, default=2, help="halving's eta")
+    parser.add_argument(
+        "--min-rounds", type=int, default=1, help="halving's first rung (rounds)"
+    )
+    parser.add_argument("--brackets", type=int, default=1, help="halving's brackets")
     parser.add_argument("--round-updates", type=int)
     parser.add_argument("--score-episodes", type=int, default=20)
     parser.add_argument("--eval-episodes", type=int, default=32)
@@ -235,7 +248,7 @@ def compare(args: argparse.Namespace) -> dict:
     """Runs every method; writes and returns the record."""
     config = base_config(args)
     search = parse_space(args.search) if args.search else DEFAULT_SPACES[args.algo]
-    seeds = list(range(args.search_seeds))
+    seeds = list(range(args.first_seed, args.first_seed + args.search_seeds))
     methods = [m.strip() for m in args.methods.split(",")]
     rows = [run_method(m, config, search, args.members, seeds, args) for m in methods]
     by_name = {r["method"]: r for r in rows}
@@ -255,6 +268,13 @@ def compare(args: argparse.Namespace) -> dict:
         "members": args.members,
         "search_seeds": seeds,
         "eval_episodes": args.eval_episodes,
+        "halving": {
+            "budget": args.halving_budget,
+            "spend": args.halving_spend,
+            "eta": args.eta,
+            "min_rounds": args.min_rounds,
+            "brackets": args.brackets,
+        },
         "methods": rows,
     }
     write_files(record, args.out)

@@ -76,15 +76,19 @@ def metric_shapes(config: Any) -> dict[str, Any]:
     return {k: jax.ShapeDtypeStruct((), v.dtype) for k, v in metrics.items()}
 
 
-def init_fn(config: Any):
+def init_fn(config: Any, solo_keys: bool = False):
     """``init(seed [P], place [P], hp, env_params, group [P], bracket [P],
-    trial [P]) -> Population`` (unjitted; vmapped over members)."""
+    trial [P]) -> Population`` (unjitted; vmapped over members). With
+    ``solo_keys`` a member starts from ``key(seed)`` itself, as ``train
+    --seed`` does (for groups of one member)."""
     trainer = trainer_for(config)
     names = list(metric_shapes(config))
     updates = config.num_updates
 
     def member(seed, place, hp, env_params, group, bracket, trial):
-        key = jax.random.fold_in(jax.random.key(seed), place)
+        key = jax.random.key(seed)
+        if not solo_keys:
+            key = jax.random.fold_in(key, place)
         state = trainer.init(key, hp, env_params)
         curves = {k: jnp.full((updates,), jnp.nan, jnp.float32) for k in names}
         zero = jnp.int32(0)

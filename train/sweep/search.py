@@ -61,7 +61,7 @@ def search_plan(
     """Runs ``strategy`` over ``plan``'s members (see ``run_search``);
     ``sample_seed`` also seeds the strategy's own random choices; ``setup``
     goes to ``search_setup.prepare`` (``round_updates``, ``score_episodes``,
-    ``memory_budget_bytes``, ``mesh``, ``cache``)."""
+    ``memory_budget_bytes``, ``mesh``, ``cache``, ``solo_keys``)."""
     score_episodes = setup.setdefault("score_episodes", DEFAULT_SCORE_EPISODES)
     setup = prepare(plan, search, strategy, **setup)
     cache = setup.programs.cache
@@ -197,8 +197,10 @@ def run_search(
             its settings), or ``"random"`` (members trained independently
             in rounds: the baseline).
         seeds: search seeds: each is a group of ``samples`` members (times
-            the grid), searched on its own; its members' keys are
-            ``jax.random.key(seed)`` as in a sweep.
+            the grid), searched on its own; member ``i`` of a group starts
+            from ``fold_in(jax.random.key(seed), i)`` (with ``solo_keys``,
+            groups of one member, from ``jax.random.key(seed)``, as ``train
+            --seed``).
         search: traced hyperparameter -> ``Uniform``, ``LogUniform`` (with
             ``samples``) or a list of values; the initial population's
             draws and the space explore and refills sample from.
@@ -207,7 +209,7 @@ def run_search(
         **kwargs: ``search_plan``'s: ``round_updates`` (default: about 20
             rounds), ``score_episodes`` (N of the score, default 20),
             ``memory_budget_bytes``, ``mesh``, ``cache``, ``progress``,
-            ``out`` (checkpoints), ``resume``, ``on_round``.
+            ``out`` (checkpoints), ``resume``, ``on_round``, ``solo_keys``.
 
     Returns:
         ``SearchResult``: lineage, curves, each group's handed-back member.

@@ -104,8 +104,8 @@ def check_fits(config: Any, members: int, mesh: Mesh, budget: int | None, name: 
 class _Programs:
     """The search's compiled programs, from the process's program cache."""
 
-    def __init__(self, config, strategy, plan_shape, mesh, cache):
-        self.config, self.mesh = config, mesh
+    def __init__(self, config, strategy, plan_shape, mesh, cache, solo_keys):
+        self.config, self.mesh, self.solo_keys = config, mesh, solo_keys
         self.pop_sharding = leading_axis_sharding(mesh)
         self.replicated = replicated_sharding(mesh)
         self.cache = cache
@@ -134,13 +134,13 @@ class _Programs:
 
     def init(self, inputs):
         build = self._compile(
-            init_fn(self.config),
+            init_fn(self.config, self.solo_keys),
             inputs,
             (self.pop_sharding,) * len(inputs),
             self.pop_sharding,
             (),
         )
-        return self.cache.get(("search-init", *self.key), build)
+        return self.cache.get(("search-init", *self.key, self.solo_keys), build)
 
     def round(self, pop_like, length):
         build = self._compile(
@@ -227,15 +227,21 @@ def prepare(
     memory_budget_bytes: int | None = None,
     mesh: Mesh | None = None,
     cache: ProgramCache | None = None,
+    solo_keys: bool = False,
 ) -> SearchSetup:
     """Checks the request and builds the setup (nothing compiled until a
-    program is asked for)."""
+    program is asked for). ``solo_keys``: each member starts from
+    ``key(seed)``, as ``train --seed`` (only for groups of one member)."""
     strategy = strategy_of(strategy)
     config = plan.members[0].config  # the base with its fixed changes
     fields = config.HYPERPARAMS._fields
     search = {k: v for k, v in search.items() if k in fields}  # others are fixed
     lengths = round_lengths(config.num_updates, round_updates)
     group_size = check_request(plan, strategy, lengths)
+    if solo_keys and group_size > 1:
+        raise SweepSpecError(
+            f"members from key(seed) alone need one member per seed, got {group_size}"
+        )
     if score_episodes < 1:
         raise SweepSpecError(f"score episodes must be >= 1, got {score_episodes}")
     mesh = make_mesh() if mesh is None else mesh
@@ -254,7 +260,8 @@ def prepare(
     inputs[5] = np.concatenate(
         [strategy.brackets_of(group_size)[place], np.zeros(size - members)]
     ).astype(np.int32)
-    programs = _Programs(config, strategy, (size, groups, group_size), mesh, cache)
+    plan_shape = (size, groups, group_size)
+    programs = _Programs(config, strategy, plan_shape, mesh, cache, solo_keys)
     space = SearchSpace.build(config, search)
     extras = (
         np.uint32(0),

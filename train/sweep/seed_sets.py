@@ -11,7 +11,10 @@ for all of them: the interquartile mean of the final return (the mean
 reports it), its stratified-bootstrap 95% CI and the worst seed. A result
 that holds on one set only shows here. Writes ``seed_sets.json`` and
 ``seed_sets.md`` (a table to quote in the recipe file and the docs) into
-``--out``.
+``--out``. With ``--checkpoint`` the population trains in rounds (a random
+search with nothing between rounds: the same members, the same keys),
+checkpointed after each round under ``OUT/search``; the same command run
+again resumes from the newest checkpoint, for runs longer than a sitting.
 """
 
 import argparse
@@ -33,32 +36,31 @@ def measure(
     per_set: int = 8,
     first: int = 0,
     eval_episodes: int = 0,
+    checkpoints: Path | None = None,
     **kwargs,
 ):
     """Trains ``config`` on ``sets * per_set`` seeds; returns the record
-    (``kwargs`` go to ``run_sweep``: ``chunk_size``, ``cache``, ...). With
+    (``kwargs`` go to ``run_sweep``: ``chunk_size``, ``cache``, ...; with
+    ``checkpoints``, a directory, to ``run_search``: ``round_updates``,
+    ``progress``), or None if a checkpointed run was interrupted. With
     ``eval_episodes``, each seed's final policy also plays that many
     deterministic episodes from keys training never used (``compare``'s
     ``evaluate_members``): ``eval_returns``, their mean per seed."""
     from ondevice_rl.train.sweep.compare import evaluate_members
-    from ondevice_rl.train.sweep.run import run_sweep
 
     seeds = list(range(first, first + sets * per_set))
-    result = run_sweep(config, seeds=seeds, **kwargs)
-    final = {m.seed: scores(result.returns(m))["final_return"] for m in result.finished}
+    trained = _trained(config, seeds, checkpoints, kwargs)
+    if trained is None:
+        return None
+    returns, params, seconds = trained
+    final = {s: scores(curve)["final_return"] for s, curve in returns.items()}
     evaluated = {}
     if eval_episodes:
-        picks = [m.index for m in result.finished]
+        finished = list(returns)
         means = evaluate_members(
-            config,
-            result.params,
-            picks,
-            eval_episodes,
-            [m.seed for m in result.finished],
+            config, params, list(range(len(finished))), eval_episodes, finished
         )
-        evaluated = {
-            m.seed: float(x) for m, x in zip(result.finished, means, strict=True)
-        }
+        evaluated = {s: float(x) for s, x in zip(finished, means, strict=True)}
     groups = {f"seeds {s[0]}-{s[-1]}": s for s in np.split(np.asarray(seeds), sets)}
     groups[f"all {len(seeds)} seeds"] = np.asarray(seeds)
     rows = []
@@ -77,8 +79,38 @@ def measure(
         "updates)",
         "sets": rows,
         "eval_episodes": eval_episodes,
-        "seconds": result.seconds,
+        "seconds": seconds,
     }
+
+
+def _trained(config, seeds, checkpoints, kwargs):
+    """``({seed: [num_updates] returns}, [params per seed], seconds)`` of the
+    finished seeds, from a sweep or, with ``checkpoints``, a resumable
+    search in rounds (None if interrupted)."""
+    if checkpoints is None:
+        from ondevice_rl.train.sweep.run import run_sweep
+
+        result = run_sweep(config, seeds=seeds, **kwargs)
+        done = result.finished
+        returns = {m.seed: result.returns(m) for m in done}
+        return returns, [result.params[m.index] for m in done], result.seconds
+    from ondevice_rl.train.sweep.search import run_search
+
+    result = run_search(
+        config,
+        "random",
+        seeds=seeds,
+        out=checkpoints,
+        resume=True,
+        solo_keys=True,
+        **kwargs,
+    )
+    if result.interrupted:
+        return None
+    curves = result.curves["episode_return"]  # [P, num_updates]
+    members = result.plan.members
+    returns = {m.seed: curves[i] for i, m in enumerate(members)}
+    return returns, result.params, result.seconds
 
 
 def _summary(by_seed: dict, members: np.ndarray, name: str) -> dict:
@@ -153,6 +185,15 @@ def main(argv: list[str] | None = None) -> int:
         help="also play K deterministic episodes with each seed's final policy",
     )  # fmt: skip
     parser.add_argument("--out", type=Path, default=Path("runs/seeds"))
+    parser.add_argument(
+        "--checkpoint", action="store_true",
+        help="train in rounds, checkpointed under OUT/search after each; the "
+        "same command again resumes from the newest checkpoint",
+    )  # fmt: skip
+    parser.add_argument(
+        "--round-updates", type=int, metavar="K",
+        help="with --checkpoint: updates per round (default: about 20 rounds)",
+    )  # fmt: skip
     args = parser.parse_args(argv)
     if args.eval_episodes < 0:
         parser.error(f"--eval-episodes must be >= 0, got {args.eval_episodes}")
@@ -162,9 +203,26 @@ def main(argv: list[str] | None = None) -> int:
         name, _, text = item.partition("=")
         values[name] = json.loads(text) if text[:1] in "[0123456789-" else text
     config = config_from_dict(values, algorithm_of(recipe), where="--set")
+    options = {"progress": True}
+    if args.checkpoint:
+        options["round_updates"] = args.round_updates
+    elif args.round_updates is not None:
+        parser.error("--round-updates needs --checkpoint")
     record = measure(
-        config, args.sets, args.per_set, args.first, args.eval_episodes, progress=True
+        config,
+        args.sets,
+        args.per_set,
+        args.first,
+        args.eval_episodes,
+        args.out if args.checkpoint else None,
+        **options,
     )
+    if record is None:
+        print(
+            f"interrupted: run the same command again to resume from {args.out}",
+            file=sys.stderr,
+        )
+        return 130
     record["recipe"] = args.recipe
     args.out.mkdir(parents=True, exist_ok=True)
     write_json(args.out / "seed_sets.json", record)
