@@ -51,6 +51,10 @@ results: $(STAMP)
 search-evidence: $(STAMP)
 	$(BIN)/python -m ondevice_rl.train.sweep.compare --recipe acrobot_ppo \
 		--total-timesteps 100000 --members 16 --search-seeds 20 --out runs/compare/acrobot_ppo
+	for first in 0 20; do $(BIN)/python -m ondevice_rl.train.sweep.compare \
+		--recipe acrobot_ppo --total-timesteps 100000 --members 16 --search-seeds 20 \
+		--first-seed $$first --methods random,halving --halving-spend slots --min-rounds 4 \
+		--out runs/compare/acrobot_ppo_halving_min4_$$first || exit 1; done
 	$(BIN)/python -m ondevice_rl.train.sweep.compare --recipe cartpole_dqn \
 		--total-timesteps 100000 --members 16 --search-seeds 5 --out runs/compare/cartpole_dqn
 

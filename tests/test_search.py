@@ -412,6 +412,8 @@ def test_the_comparison_script_at_a_tiny_size(pbt, halving, tmp_path):
     record = json.loads((tmp_path / "compare.json").read_text())
     rows = {r["method"]: r for r in record["methods"]}
     assert list(rows) == ["random", "pbt", "halving"]
+    assert record["machine"]["cpu_count"] == os.cpu_count()  # named in the figure
+    assert record["machine"]["processor"] and record["machine"]["backend"] == "cpu"
     assert len({r["env_steps"] for r in rows.values()}) == 1  # the same budget
     for r in rows.values():
         returns = np.asarray(r["eval_returns"], np.float64)

@@ -8,7 +8,6 @@ tables, then (``--json``) one JSON line, to stdout; ``bench.json`` and
 """
 
 import argparse
-import datetime
 import json
 import os
 import platform
@@ -168,30 +167,12 @@ def _log(message: str) -> None:
     print(f"[bench] {message}", file=sys.stderr, flush=True)
 
 
-def _processor() -> str:
-    """The CPU's model name (Linux's /proc/cpuinfo), else what platform says."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
 def _meta(args) -> dict:
-    import jax
+    from ondevice_rl.train.services.machine import machine
 
-    device = jax.devices()[0]
     return dict(
-        date=datetime.datetime.now().isoformat(timespec="seconds"),
-        jax=jax.__version__,
-        backend=jax.default_backend(),
-        device=device.device_kind,
-        cpu_count=os.cpu_count(),
-        devices=jax.device_count(),
+        **machine(),
         machine=platform.machine(),
-        processor=_processor(),
         xla_flags=os.environ.get("XLA_FLAGS", ""),
         matmul_precision=args.matmul_precision,
         quick=args.quick,

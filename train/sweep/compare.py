@@ -42,6 +42,7 @@ import jax
 import numpy as np
 
 from ondevice_rl.train.kit.registry import get_algorithm, trainer_for
+from ondevice_rl.train.services.machine import label, machine
 from ondevice_rl.train.sweep import stats
 from ondevice_rl.train.sweep.search import search_plan
 from ondevice_rl.train.sweep.space import LogUniform, SweepPlan, Uniform, build_plan
@@ -261,6 +262,7 @@ def compare(args: argparse.Namespace) -> dict:
                 )
                 r["minus_random"] = {"mean": mean, "ci": [low, high]}
     record = {
+        "machine": machine(),
         "algo": args.algo,
         "env": config.env,
         "config": config.to_dict(),
@@ -336,7 +338,10 @@ def write_files(record: dict, out: Path) -> None:
     right.set_ylabel("fraction of search seeds above τ")
     right.legend()
     right.grid(alpha=0.3)
-    fig.suptitle(f"{record['env']} {record['algo']}: {record['members']} members")
+    title = f"{record['env']} {record['algo']}: {record['members']} members"
+    if "machine" in record:
+        title += f"\n{label(record['machine'])}"
+    fig.suptitle(title)
     fig.tight_layout()
     fig.savefig(out / "compare.png")
     plt.close(fig)
