@@ -534,9 +534,10 @@ def test_seed_sets_state_iqm_ci_and_worst_seed_per_set(base, tmp_path):
     # the same numbers; run again, it resumes from the last round, trains
     # nothing and states the same.
     where = tmp_path / "checkpointed"
-    for _ in range(2):
+    for resumed_from in (0, 3):
         rounds = seed_sets.measure(TINY, 2, 4, 10, 3, where, round_updates=2)
         assert rounds["sets"] == record["sets"]
+        assert rounds["resumed_from"] == resumed_from
     assert sorted(p.name for p in (where / "search").iterdir()) == [
         "round-2", "round-3"
     ]  # fmt: skip

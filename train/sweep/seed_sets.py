@@ -52,7 +52,7 @@ def measure(
     trained = _trained(config, seeds, checkpoints, kwargs)
     if trained is None:
         return None
-    returns, params, seconds = trained
+    returns, params, seconds, resumed_from = trained
     final = {s: scores(curve)["final_return"] for s, curve in returns.items()}
     evaluated = {}
     if eval_episodes:
@@ -79,21 +79,22 @@ def measure(
         "updates)",
         "sets": rows,
         "eval_episodes": eval_episodes,
-        "seconds": seconds,
+        "seconds": seconds,  # of this sitting: after round resumed_from
+        "resumed_from": resumed_from,
     }
 
 
 def _trained(config, seeds, checkpoints, kwargs):
-    """``({seed: [num_updates] returns}, [params per seed], seconds)`` of the
-    finished seeds, from a sweep or, with ``checkpoints``, a resumable
-    search in rounds (None if interrupted)."""
+    """``({seed: [num_updates] returns}, [params per seed], seconds, resumed
+    from round)`` of the finished seeds, from a sweep or, with
+    ``checkpoints``, a resumable search in rounds (None if interrupted)."""
     if checkpoints is None:
         from ondevice_rl.train.sweep.run import run_sweep
 
         result = run_sweep(config, seeds=seeds, **kwargs)
         done = result.finished
         returns = {m.seed: result.returns(m) for m in done}
-        return returns, [result.params[m.index] for m in done], result.seconds
+        return returns, [result.params[m.index] for m in done], result.seconds, 0
     from ondevice_rl.train.sweep.search import run_search
 
     result = run_search(
@@ -110,7 +111,7 @@ def _trained(config, seeds, checkpoints, kwargs):
     curves = result.curves["episode_return"]  # [P, num_updates]
     members = result.plan.members
     returns = {m.seed: curves[i] for i, m in enumerate(members)}
-    return returns, result.params, result.seconds
+    return returns, result.params, result.seconds, result.resumed_from
 
 
 def _summary(by_seed: dict, members: np.ndarray, name: str) -> dict:
