@@ -392,7 +392,7 @@ def test_cli_bad_search_requests_exit_2_with_one_line(args, message, capsys, tmp
     assert not out.exists()
 
 
-def test_the_comparison_script_at_a_tiny_size(pbt, halving, tmp_path):
+def test_the_comparison_script_at_a_tiny_size(pbt, halving, tmp_path, capsys):
     # after the fixtures: their programs (init, round, steps) are reused
     """``python -m ondevice_rl.train.sweep.compare``: the same space, N and
     env steps per method, paired by search seed, each handed-back member
@@ -455,6 +455,18 @@ def test_the_comparison_script_at_a_tiny_size(pbt, halving, tmp_path):
         with pytest.raises(InterruptedError):
             compare.compare(args)
     assert sorted({m.seed for m in planned["length"].members}) == [3, 4]
+    # Bad requests are one line before any method trains.
+    capsys.readouterr()
+    for extra, message in [
+        (["--eta", "1"], "halving eta must be an integer >= 2"),
+        (["--min-rounds", "9"], "no rung falls within"),
+        (["--methods", "random,bogus"], "unknown method 'bogus'"),
+    ]:
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(compare, "search_plan", capture)  # would raise
+            assert compare.main([*argv, *extra]) == 2
+        err = capsys.readouterr().err.strip()
+        assert message in err and "\n" not in err
 
 
 # --- slow: every learner, a real kill, two processes ---------------------------------

@@ -514,7 +514,7 @@ def test_seed_sets_state_iqm_ci_and_worst_seed_per_set(base, tmp_path):
     from ondevice_rl.evaluation import evaluate
     from ondevice_rl.train.kit.registry import trainer_for
     from ondevice_rl.train.kit.state import policy_params
-    from ondevice_rl.train.sweep.compare import EVAL_SALT
+    from ondevice_rl.train.sweep.member_eval import EVAL_SALT
 
     trainer = trainer_for(TINY)
     state = make_train(TINY)(jax.random.key(10), TINY.hyperparams).state

@@ -38,15 +38,22 @@ import time
 from pathlib import Path
 from typing import Any
 
-import jax
 import numpy as np
 
-from ondevice_rl.train.kit.registry import get_algorithm, trainer_for
+from ondevice_rl.train.kit.registry import get_algorithm
 from ondevice_rl.train.services.machine import machine
 from ondevice_rl.train.sweep import stats
 from ondevice_rl.train.sweep.compare_report import table, write_files
+from ondevice_rl.train.sweep.member_eval import evaluate_members
 from ondevice_rl.train.sweep.search import search_plan
-from ondevice_rl.train.sweep.space import LogUniform, SweepPlan, Uniform, build_plan
+from ondevice_rl.train.sweep.search_setup import prepare
+from ondevice_rl.train.sweep.space import (
+    LogUniform,
+    SweepPlan,
+    SweepSpecError,
+    Uniform,
+    build_plan,
+)
 from ondevice_rl.train.sweep.strategies import PBT, Halving, Independent
 
 #: Per learner, the search space compared when none is given.
@@ -66,8 +73,6 @@ DEFAULT_SPACES = {
     "td3": {"learning_rate": LogUniform(1e-4, 3e-3), "tau": LogUniform(1e-3, 0.1)},
 }
 METHODS = {"random": Independent, "pbt": PBT, "halving": Halving}
-#: Folded into a search seed for its evaluation episodes (fresh keys).
-EVAL_SALT = 0xE7A1
 
 
 def seeded_plan(config: Any, search: dict, members: int, seeds: list[int]):
@@ -83,48 +88,11 @@ def seeded_plan(config: Any, search: dict, members: int, seeds: list[int]):
     return SweepPlan(config, tuple(all_members), swept, tuple(seeds))
 
 
-def evaluate_members(
-    config: Any, params: list, picks: list[int | None], episodes: int, seeds
-):
-    """Deterministic evaluation returns ``[S]``: each pick's (an index into
-    ``params``, members of one ``config``) mean return over ``episodes``
-    episodes from keys that training never used, ``fold_in(key(seeds[i]),
-    EVAL_SALT)`` (NaN for None)."""
-    from ondevice_rl.evaluation import evaluate
-
-    trainer = trainer_for(config)
-    chosen = [p for p in picks if p is not None]
-    if not chosen:
-        return np.full(len(picks), np.nan)
-    stacked = jax.tree.map(lambda *xs: np.stack(xs), *[params[p] for p in chosen])
-    keys = jax.vmap(lambda s: jax.random.fold_in(jax.random.key(s), EVAL_SALT))(
-        np.asarray([seeds[i] for i, p in enumerate(picks) if p is not None], np.uint32)
-    )
-
-    def one(p, key):
-        carry = trainer.initial_carry((episodes,))
-        out = evaluate(
-            trainer.policy,
-            p,
-            trainer.env,
-            trainer.default_env_params,
-            key,
-            episodes,
-            True,
-            carry,
-        )
-        return out["return"].mean()
-
-    means = np.asarray(jax.jit(jax.vmap(one))(stacked, keys), np.float64)
-    out, it = np.full(len(picks), np.nan), iter(means)
-    for i, p in enumerate(picks):
-        if p is not None:
-            out[i] = next(it)
-    return out
-
-
-def run_method(name, config, search, members, seeds, args) -> dict:
-    """One method's search over every search seed, and its evaluation."""
+def method_setup(name, config, search, members, seeds, args):
+    """``(config, slots, strategy, plan)`` of one method (a one-line
+    ``SweepSpecError`` for an unknown method or bad halving settings)."""
+    if name not in METHODS:
+        raise SweepSpecError(f"unknown method {name!r}; choose from {list(METHODS)}")
     budget = args.halving_budget if name == "halving" else 1.0
     if budget != 1.0 and args.halving_spend == "slots":
         members = max(2, round(members * budget))  # each the full length
@@ -135,7 +103,27 @@ def run_method(name, config, search, members, seeds, args) -> dict:
         if name == "halving"
         else METHODS[name]()
     )
-    plan = seeded_plan(config, search, members, seeds)
+    return config, members, strategy, seeded_plan(config, search, members, seeds)
+
+
+def check_methods(config, search, members, seeds, methods, args) -> None:
+    """Every method's search checked, as it would run, before any trains."""
+    for name in methods:
+        _, _, strategy, plan = method_setup(name, config, search, members, seeds, args)
+        prepare(
+            plan,
+            search,
+            strategy,
+            round_updates=args.round_updates,
+            score_episodes=args.score_episodes,
+        )
+
+
+def run_method(name, config, search, members, seeds, args) -> dict:
+    """One method's search over every search seed, and its evaluation."""
+    config, members, strategy, plan = method_setup(
+        name, config, search, members, seeds, args
+    )
     start = time.perf_counter()
     result = search_plan(
         plan,
@@ -224,7 +212,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--eval-episodes", type=int, default=32)
     parser.add_argument("--out", type=Path, default=Path("runs/compare"))
     parser.add_argument("--no-progress", action="store_true")
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    if args.first_seed < 0 or args.search_seeds < 1:
+        parser.error("--first-seed must be >= 0 and --search-seeds >= 1")
+    return args
 
 
 def base_config(args) -> Any:
@@ -252,6 +243,7 @@ def compare(args: argparse.Namespace) -> dict:
     search = parse_space(args.search) if args.search else DEFAULT_SPACES[args.algo]
     seeds = list(range(args.first_seed, args.first_seed + args.search_seeds))
     methods = [m.strip() for m in args.methods.split(",")]
+    check_methods(config, search, args.members, seeds, methods, args)
     rows = [run_method(m, config, search, args.members, seeds, args) for m in methods]
     by_name = {r["method"]: r for r in rows}
     if "random" in by_name:
@@ -286,7 +278,11 @@ def compare(args: argparse.Namespace) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    record = compare(args)
+    try:
+        record = compare(args)
+    except SweepSpecError as e:
+        print(f"compare: {e}", file=sys.stderr)
+        return 2
     print(table(record), end="")
     print(f"files in {args.out}", file=sys.stderr)
     return 0

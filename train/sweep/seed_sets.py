@@ -44,9 +44,9 @@ def measure(
     ``checkpoints``, a directory, to ``run_search``: ``round_updates``,
     ``progress``), or None if a checkpointed run was interrupted. With
     ``eval_episodes``, each seed's final policy also plays that many
-    deterministic episodes from keys training never used (``compare``'s
-    ``evaluate_members``): ``eval_returns``, their mean per seed."""
-    from ondevice_rl.train.sweep.compare import evaluate_members
+    deterministic episodes from keys training never used
+    (``member_eval.evaluate_members``): ``eval_returns``, their mean per seed."""
+    from ondevice_rl.train.sweep.member_eval import evaluate_members
 
     seeds = list(range(first, first + sets * per_set))
     trained = _trained(config, seeds, checkpoints, kwargs)
