@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: test test-slow train bench bench-gpu results search-evidence recipe-seeds lint docs clean
+.PHONY: test test-slow train bench bench-gpu results search-evidence recipe-seeds recipe-seeds-long lint docs clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -67,6 +67,19 @@ EVAL ?= 32
 recipe-seeds: $(STAMP)
 	for r in $(RECIPES); do \
 		$(BIN)/python -m ondevice_rl.train.sweep.seed_sets --recipe $$r --eval-episodes $(EVAL) --out runs/seeds/$$r \
+		&& cp runs/seeds/$$r/seed_sets.json docs/results/$${r}_seeds.json || exit 1; \
+	done
+	$(BIN)/python -m ondevice_rl.train.recipes.results --seeds-table
+
+# The recipes that take hours per seed on a CPU, over seeds 0-2 (one set of
+# 3), checkpointed after every round: run it again to resume where it stopped.
+LONG_RECIPES ?= minatar_breakout_ppo minatar_space_invaders_ppo minatar_breakout_pqn \
+	minatar_space_invaders_pqn minatar_breakout_dqn minatar_space_invaders_dqn \
+	craftax_classic_symbolic_ppo mjx_cheetah_run_sac brax_hopper_sac
+recipe-seeds-long: $(STAMP)
+	for r in $(LONG_RECIPES); do \
+		$(BIN)/python -m ondevice_rl.train.sweep.seed_sets --recipe $$r --sets 1 --per-set 3 \
+			--eval-episodes $(EVAL) --checkpoint --out runs/seeds/$$r \
 		&& cp runs/seeds/$$r/seed_sets.json docs/results/$${r}_seeds.json || exit 1; \
 	done
 	$(BIN)/python -m ondevice_rl.train.recipes.results --seeds-table
