@@ -7,7 +7,11 @@ switched to that for this module, so the CLI test reuses the programs too.
 
 import csv
 import json
+import os
 import signal
+import subprocess
+import sys
+import time
 
 import jax
 import numpy as np
@@ -570,3 +574,41 @@ def _recipes_page_states_the_record(record, tmp_path, seed_sets):
     page.write_text("no markers\n")
     with pytest.raises(ValueError, match="no <!-- seeds:start -->"):
         results.main(args)
+
+
+@pytest.mark.slow
+def test_seed_sets_checkpoint_resumes_after_kill_9_to_the_same_record(tmp_path):
+    """``seed_sets --checkpoint`` killed with SIGKILL mid-run, then the same
+    command again: the record equals the uninterrupted run's."""
+
+    def command(out):
+        return [
+            sys.executable, "-m", "ondevice_rl.train.sweep.seed_sets",
+            "--recipe", "cartpole_ppo", "--sets", "1", "--per-set", "2",
+            "--set", "total_timesteps=40960", "--set", "num_envs=4",
+            "--set", "num_steps=32", "--set", "hidden=[16]", "--eval-episodes", "2",
+            "--checkpoint", "--round-updates", "8", "--out", str(out),
+        ]  # fmt: skip
+
+    env = dict(os.environ, JAX_PLATFORMS="cpu")
+
+    def finished(out):
+        proc = subprocess.run(command(out), env=env, capture_output=True, text=True)
+        assert proc.returncode == 0, proc.stderr
+        return json.loads((out / "seed_sets.json").read_text())
+
+    whole = finished(tmp_path / "whole")
+    cut = tmp_path / "cut"
+    proc = subprocess.Popen(command(cut), env=env, stderr=subprocess.DEVNULL)
+    start = time.time()
+    while proc.poll() is None and time.time() - start < 300:
+        if (cut / "search" / "round-10").is_dir():
+            break
+        time.sleep(0.005)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=60)
+    assert proc.returncode == -signal.SIGKILL
+    assert not (cut / "seed_sets.json").exists()  # killed mid-run
+    resumed = finished(cut)
+    assert resumed["resumed_from"] >= 10
+    assert resumed["sets"] == whole["sets"]
