@@ -10,16 +10,15 @@ off, in the process's program cache (as tests/test_sweep.py does).
 import csv
 import json
 import os
-import signal
 import socket
 import subprocess
 import sys
-import time
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from kill_9 import kill_9_when
 
 from ondevice_rl.sharding import put_sharded
 from ondevice_rl.train import cli
@@ -575,14 +574,7 @@ def test_kill_9_mid_search_then_resume_ends_identical(tmp_path):
     _finished(_popen([*SEARCH_ARGS, "--out", str(whole)], cache))
     cut = tmp_path / "cut"
     proc = _popen([*SEARCH_ARGS, "--out", str(cut)], cache)
-    start = time.time()
-    while proc.poll() is None and time.time() - start < 300:
-        if (cut / "search" / "round-20").is_dir():
-            break
-        time.sleep(0.005)
-    proc.send_signal(signal.SIGKILL)
-    proc.wait(timeout=60)
-    assert proc.returncode == -signal.SIGKILL
+    kill_9_when(proc, cut / "search" / "round-20")
     assert not (cut / "summary.json").exists()  # killed mid-search
     resumed = _popen(["sweep", "--resume", "--out", str(cut), "--no-progress"], cache)
     assert "resumed after round" in _finished(resumed)

@@ -11,11 +11,11 @@ import os
 import signal
 import subprocess
 import sys
-import time
 
 import jax
 import numpy as np
 import pytest
+from kill_9 import kill_9_when
 
 from ondevice_rl import envs
 from ondevice_rl.train import cli
@@ -600,14 +600,7 @@ def test_seed_sets_checkpoint_resumes_after_kill_9_to_the_same_record(tmp_path):
     whole = finished(tmp_path / "whole")
     cut = tmp_path / "cut"
     proc = subprocess.Popen(command(cut), env=env, stderr=subprocess.DEVNULL)
-    start = time.time()
-    while proc.poll() is None and time.time() - start < 300:
-        if (cut / "search" / "round-10").is_dir():
-            break
-        time.sleep(0.005)
-    proc.send_signal(signal.SIGKILL)
-    proc.wait(timeout=60)
-    assert proc.returncode == -signal.SIGKILL
+    kill_9_when(proc, cut / "search" / "round-10")
     assert not (cut / "seed_sets.json").exists()  # killed mid-run
     resumed = finished(cut)
     assert resumed["resumed_from"] >= 10
