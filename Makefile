@@ -55,6 +55,8 @@ search-evidence: $(STAMP)
 		--recipe acrobot_ppo --total-timesteps 100000 --members 16 --search-seeds 20 \
 		--first-seed $$first --methods random,halving --halving-spend slots --min-rounds 4 \
 		--out runs/compare/acrobot_ppo_halving_min4_$$first || exit 1; done
+	$(BIN)/python -m ondevice_rl.train.sweep.compare --merge runs/compare/acrobot_ppo_halving_min4_0 \
+		runs/compare/acrobot_ppo_halving_min4_20 --out runs/compare/acrobot_ppo_halving_min4
 	$(BIN)/python -m ondevice_rl.train.sweep.compare --recipe cartpole_dqn \
 		--total-timesteps 100000 --members 16 --search-seeds 5 --out runs/compare/cartpole_dqn
 

@@ -424,6 +424,17 @@ def test_the_comparison_script_at_a_tiny_size(pbt, halving, tmp_path, capsys):
     assert "| pbt | 768 |" in (tmp_path / "compare.md").read_text()
     assert (tmp_path / "compare.png").stat().st_size > 0
     assert [r["slots"] for r in rows.values()] == [4, 4, 4]
+    # --merge joins comparisons (here the run with itself) without training.
+    merged_dir = tmp_path / "merged"
+    argv_merge = ["--merge", str(tmp_path), str(tmp_path), "--out", str(merged_dir)]
+    assert compare.main(argv_merge) == 0
+    merged = json.loads((merged_dir / "compare.json").read_text())
+    for row, part in zip(merged["methods"], record["methods"], strict=True):
+        assert row["eval_returns"] == part["eval_returns"] * 2
+        assert row["env_steps"] == 2 * part["env_steps"]
+        assert row["ci"][0] <= row["iqm"] <= row["ci"][1]
+    assert merged["search_seeds"] == record["search_seeds"] * 2
+    assert "minus_random" in merged["methods"][1] and len(merged["parts"]) == 2
     # Halving's half budget as shorter slots (the default) or as half the
     # slots at full length: the plan it would search.
     planned = {}

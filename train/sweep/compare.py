@@ -38,12 +38,15 @@ import time
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from ondevice_rl.train.kit.registry import get_algorithm
 from ondevice_rl.train.services.machine import machine
 from ondevice_rl.train.sweep import stats
-from ondevice_rl.train.sweep.compare_report import table, write_files
+from ondevice_rl.train.sweep.compare_report import (
+    merge_records,
+    table,
+    with_differences,
+    write_files,
+)
 from ondevice_rl.train.sweep.member_eval import evaluate_members
 from ondevice_rl.train.sweep.search import search_plan
 from ondevice_rl.train.sweep.search_setup import prepare
@@ -212,6 +215,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--eval-episodes", type=int, default=32)
     parser.add_argument("--out", type=Path, default=Path("runs/compare"))
     parser.add_argument("--no-progress", action="store_true")
+    parser.add_argument(
+        "--merge", nargs="+", type=Path, metavar="DIR",
+        help="train nothing: join earlier comparisons of the same task on "
+        "disjoint search seeds (their compare.json) into --out",
+    )  # fmt: skip
     args = parser.parse_args(argv)
     if args.first_seed < 0 or args.search_seeds < 1:
         parser.error("--first-seed must be >= 0 and --search-seeds >= 1")
@@ -245,15 +253,6 @@ def compare(args: argparse.Namespace) -> dict:
     methods = [m.strip() for m in args.methods.split(",")]
     check_methods(config, search, args.members, seeds, methods, args)
     rows = [run_method(m, config, search, args.members, seeds, args) for m in methods]
-    by_name = {r["method"]: r for r in rows}
-    if "random" in by_name:
-        base = np.asarray(by_name["random"]["eval_returns"])
-        for r in rows:
-            if r["method"] != "random":
-                mean, low, high = stats.paired_difference(
-                    np.asarray(r["eval_returns"]), base
-                )
-                r["minus_random"] = {"mean": mean, "ci": [low, high]}
     record = {
         "machine": machine(),
         "algo": args.algo,
@@ -270,7 +269,7 @@ def compare(args: argparse.Namespace) -> dict:
             "min_rounds": args.min_rounds,
             "brackets": args.brackets,
         },
-        "methods": rows,
+        "methods": with_differences(rows),
     }
     write_files(record, args.out)
     return record
@@ -278,6 +277,12 @@ def compare(args: argparse.Namespace) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    if args.merge:
+        records = [json.loads((d / "compare.json").read_text()) for d in args.merge]
+        record = merge_records(records)
+        write_files(record, args.out)
+        print(table(record), end="")
+        return 0
     try:
         record = compare(args)
     except SweepSpecError as e:

@@ -10,6 +10,57 @@ from ondevice_rl.train.services.machine import label
 from ondevice_rl.train.sweep import stats
 
 
+def with_differences(rows: list[dict]) -> list[dict]:
+    """``rows`` (one per method) with each method's paired difference to
+    random search's evaluation returns, ``minus_random``: mean, 95% CI."""
+    base = next((r for r in rows if r["method"] == "random"), None)
+    for r in rows:
+        if base is not None and r is not base:
+            mean, low, high = stats.paired_difference(
+                np.asarray(r["eval_returns"]), np.asarray(base["eval_returns"])
+            )
+            r["minus_random"] = {"mean": mean, "ci": [low, high]}
+    return rows
+
+
+def merge_records(records: list[dict]) -> dict:
+    """Comparisons of the same task on disjoint search seeds as one: each
+    method's per-seed numbers joined, its IQM, CI, paired difference and
+    time shares recomputed over all the seeds, env steps and seconds summed;
+    the record keeps each part's own summary under ``parts``."""
+    methods = [r["method"] for r in records[0]["methods"]]
+    rows = []
+    for name in methods:
+        parts = [next(m for m in r["methods"] if m["method"] == name) for r in records]
+        returns = np.concatenate([p["eval_returns"] for p in parts])
+        iqm, low, high = stats.interval_estimates({name: returns})[name]
+        rounds_s = sum(p["rounds_s"] for p in parts)
+        steps_s = sum(p["steps_s"] for p in parts)
+        row = dict(parts[0], eval_returns=returns.tolist(), iqm=iqm, ci=[low, high])
+        for field in ("training_scores", "handed_back_hp"):
+            row[field] = [x for p in parts for x in p[field]]
+        for field in ("env_steps", "rounds_s", "steps_s", "seconds"):
+            row[field] = sum(p[field] for p in parts)
+        row["step_share"] = steps_s / (rounds_s + steps_s)
+        row.pop("minus_random", None)
+        rows.append(row)
+    merged = dict(records[0], methods=with_differences(rows))
+    merged["search_seeds"] = [s for r in records for s in r["search_seeds"]]
+    merged["parts"] = [
+        {
+            "search_seeds": r["search_seeds"],
+            "machine": r.get("machine"),
+            "methods": {
+                m["method"]: {k: m[k] for k in ("iqm", "ci") if k in m}
+                | ({"minus_random": m["minus_random"]} if "minus_random" in m else {})
+                for m in r["methods"]
+            },
+        }
+        for r in records
+    ]
+    return merged
+
+
 def table(record: dict) -> str:
     lines = [
         "| method | env steps | eval return IQM [95% CI] | minus random [95% CI] "
