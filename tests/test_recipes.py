@@ -37,7 +37,8 @@ def test_shipped_recipes_load():
         algo = recipe_algorithm(name)
         assert algorithm_of(config).name == algo and algo in name.split("_")
         assert config.env in envs.names()
-        assert describe(name)
+        # One whole line: README's results table shows it.
+        assert describe(name).endswith("."), name
 
 
 def test_cartpole_recipe_values():
@@ -145,3 +146,52 @@ def test_suite_recipes_build_their_learner(name):
     trainer = algorithm_of(config).make_trainer(config)
     state = jax.eval_shape(trainer.init, jax.random.key(0), config.hyperparams)
     assert jax.tree.leaves(state.params)
+
+
+def test_results_table_keeps_rows_and_states_seeds(tmp_path):
+    """README's results table (``make results``): a run's row, a row from a
+    record over seeds alone, and a row README already has for a recipe
+    with no run here, kept with its curve and given the cell over seeds."""
+    import json
+
+    from ondevice_rl.train.recipes import results
+
+    docs, runs = tmp_path / "results", tmp_path / "runs"
+    docs.mkdir()
+    (runs / "acrobot_ppo").mkdir(parents=True)
+    rows = [{"update": u, "env_steps": 2048 * u} for u in (1, 2, 3)]
+    (runs / "acrobot_ppo" / "metrics.jsonl").write_text(
+        "".join(json.dumps(row) + "\n" for row in rows)
+    )
+    (runs / "acrobot_ppo" / "config.json").write_text('{"final_return": -81.25}')
+    whole = {
+        "seeds": "all 2 seeds", "n": 2, "iqm": 480.0, "ci": [460.0, 500.0],
+        "worst": {"seed": 1, "final_return": 460.0}, "final_returns": [500.0, 460.0],
+    }  # fmt: skip
+    first = {**whole, "seeds": "seeds 0-1"}
+    record = {"total_timesteps": 500_000, "sets": [first, whole]}
+    (docs / "cartpole_ppo_seeds.json").write_text(json.dumps(record))
+    page = tmp_path / "recipes.md"
+    page.write_text("<!-- seeds:start -->\n<!-- seeds:end -->\n")
+    readme = tmp_path / "README.md"
+    old_row = "| `pendulum_ppo` | ppo | `Pendulum-v1` | 1,000,000 | -162.2 | "
+    old_row += "[curve](c.png) | old |"
+    readme.write_text(f"<!-- results:start -->\n{old_row}\n<!-- results:end -->\n")
+    args = ["--table-only", "--runs", str(runs), "--docs", str(docs)]
+    args += ["--readme", str(readme), "--recipes-page", str(page)]
+    assert results.main(args) == 0
+    table = {
+        line.split("|")[1].strip(" `"): [c.strip() for c in line.strip("|").split("|")]
+        for line in readme.read_text().splitlines()
+        if line.startswith("| `")
+    }
+    assert sorted(table) == ["acrobot_ppo", "cartpole_ppo", "pendulum_ppo"]
+    assert table["acrobot_ppo"][3:6] == ["6,144", "-81.2", "–"]
+    assert table["cartpole_ppo"][3:7] == [
+        "500,000", "500.0", "480.0 [460.0, 500.0], worst 460.0 (n = 2)", "–"
+    ]  # fmt: skip
+    assert table["pendulum_ppo"][3:7] == ["1,000,000", "-162.2", "–", "[curve](c.png)"]
+    assert table["pendulum_ppo"][7] == describe("pendulum_ppo")
+    # Run again: the rows it wrote are kept as they are.
+    before = readme.read_text()
+    assert results.main(args) == 0 and readme.read_text() == before

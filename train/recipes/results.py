@@ -10,8 +10,13 @@ runs/results/NAME --force`` (seed 0; a subprocess, so one failure does not
 stop the others). The table between ``<!-- results:start -->`` and
 ``<!-- results:end -->`` in README.md gets one row per recipe with a run:
 env, env steps, final return (the run's own: the mean of the last
-``FINAL_WINDOW`` updates' ``episode_return``, as ``config.json`` records it)
-and a link to the curve, copied to ``docs/results/NAME.png``.
+``FINAL_WINDOW`` updates' ``episode_return``, as ``config.json`` records it),
+the result over seeds where ``docs/results/NAME_seeds.json`` holds one (IQM
+[95% CI], the worst seed and n) and a link to the curve, copied to
+``docs/results/NAME.png``. A recipe with no run under ``--runs`` (``--only``
+on a fresh machine) keeps its row as README has it, its cell over seeds
+refreshed, so training one recipe never drops the others' rows; one with
+neither a run nor a row gets its row from its record over seeds alone.
 
 The table between ``<!-- seeds:start -->`` and ``<!-- seeds:end -->`` in
 docs/recipes.md gets one row per ``docs/results/NAME_seeds.json``, the record
@@ -68,7 +73,7 @@ def summarize(name: str, run_dir: Path, docs: Path, readme_dir: Path) -> str | N
     except RunDirError:
         final_return = None
     finite = isinstance(final_return, int | float) and math.isfinite(final_return)
-    final = f"{final_return:.1f}" if finite else "n/a"
+    final = number(final_return) if finite else "n/a"
     config = load_recipe(name)
     curve = run_dir / CURVE_FILE
     link = ""
@@ -79,17 +84,85 @@ def summarize(name: str, run_dir: Path, docs: Path, readme_dir: Path) -> str | N
         link = f"[curve]({target.relative_to(readme_dir).as_posix()})"
     return (
         f"| `{name}` | {algorithm_of(config).name} | `{config.env}` | "
-        f"{int(rows[-1]['env_steps']):,} | {final} | {link} | {describe(name)} |"
+        f"{int(rows[-1]['env_steps']):,} | {final} | {over_seeds(name, docs)} | "
+        f"{link} | {describe(name)} |"
     )
 
 
-def table(names: list[str], runs: Path, docs: Path, readme_dir: Path) -> str:
+def over_seeds(name: str, docs: Path) -> str:
+    """``IQM [low, high], worst W (n = N)`` from ``docs/NAME_seeds.json``,
+    or ``–`` where the recipe has no record over seeds."""
+    path = docs / f"{name}{SEEDS_SUFFIX}"
+    if not path.exists():
+        return "–"
+    whole = read_json(path)["sets"][-1]
+    iqm, worst = stated(whole, "final_return")
+    return f"{iqm}, worst {worst.split(' (')[0]} (n = {whole['n']})"
+
+
+def readme_rows(readme: Path) -> dict[str, list[str]]:
+    """The cells of each recipe's row in README's results table, by name."""
+    content = readme.read_text() if readme.exists() else ""
+    start, end = content.find(START), content.find(END)
+    rows = {}
+    for line in content[start:end].splitlines()[1:] if start >= 0 else []:
+        cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
+        if cells[0].startswith("`"):
+            rows[cells[0].strip("`")] = cells
+    return rows
+
+
+def kept_row(name: str, cells: list[str], docs: Path) -> str | None:
+    """A row without a run: README's env steps, seed 0 and curve as they
+    stand (a row without a curve came from the record over seeds, and is
+    rebuilt from it), the rest new (rows written before the column over
+    seeds existed gain it)."""
+    steps, seed_0, curve = cells[3], cells[4], cells[-2]
+    if curve == "–" and (docs / f"{name}{SEEDS_SUFFIX}").exists():
+        return record_row(name, docs)
+    config = load_recipe(name)
+    return (
+        f"| `{name}` | {algorithm_of(config).name} | `{config.env}` | {steps} | "
+        f"{seed_0} | {over_seeds(name, docs)} | {curve} | {describe(name)} |"
+    )
+
+
+def record_row(name: str, docs: Path) -> str | None:
+    """A row from the recipe's record over seeds alone (no run, no README
+    row): seed 0's final return where the record holds seed 0, no curve."""
+    path = docs / f"{name}{SEEDS_SUFFIX}"
+    if not path.exists():
+        return None
+    record = read_json(path)
+    first, whole = record["sets"][0], record["sets"][-1]
+    starts_at_0 = first["seeds"].split()[-1].split("-")[0] == "0"
+    seed_0 = number(whole["final_returns"][0]) if starts_at_0 else "–"
+    config = load_recipe(name)
+    return (
+        f"| `{name}` | {algorithm_of(config).name} | `{config.env}` | "
+        f"{record['total_timesteps']:,} | {seed_0} | {over_seeds(name, docs)} | "
+        f"– | {describe(name)} |"
+    )
+
+
+def table(
+    names: list[str],
+    runs: Path,
+    docs: Path,
+    readme_dir: Path,
+    kept: dict[str, list[str]] | None = None,
+) -> str:
     lines = [
-        "| recipe | algo | env | env steps | final return (seed 0) | curve | about |",
-        "|---|---|---|---|---|---|---|",
+        "| recipe | algo | env | env steps | final return (seed 0) "
+        "| over seeds: IQM [95% CI], worst (n) | curve | about |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for name in names:
         row = summarize(name, runs / name, docs, readme_dir)
+        if row is None and name in (kept or {}):
+            row = kept_row(name, kept[name], docs)
+        if row is None:
+            row = record_row(name, docs)
         if row is not None:
             lines.append(row)
     return "\n".join(lines)
@@ -171,7 +244,8 @@ def main(argv: list[str] | None = None) -> int:
             if train_recipe(name, args.runs) != 0:
                 failed.append(name)
     readme_dir = args.readme.resolve().parent
-    text = table(names, args.runs, args.docs.resolve(), readme_dir)
+    kept = readme_rows(args.readme)
+    text = table(names, args.runs, args.docs.resolve(), readme_dir, kept)
     rewrite_readme(args.readme, text)
     print(text)
     if failed:
