@@ -71,7 +71,7 @@ recipe-seeds: $(STAMP)
 		$(BIN)/python -m ondevice_rl.train.sweep.seed_sets --recipe $$r --eval-episodes $(EVAL) --out runs/seeds/$$r \
 		&& cp runs/seeds/$$r/seed_sets.json docs/results/$${r}_seeds.json || exit 1; \
 	done
-	$(BIN)/python -m ondevice_rl.train.recipes.results --seeds-table
+	$(BIN)/python -m ondevice_rl.train.recipes.results --table-only
 
 # The recipes that take hours per seed on a CPU, over seeds 0-2 (one set of
 # 3), checkpointed after every round: run it again to resume where it stopped.
@@ -84,7 +84,7 @@ recipe-seeds-long: $(STAMP)
 			--eval-episodes $(EVAL) --checkpoint --out runs/seeds/$$r \
 		&& cp runs/seeds/$$r/seed_sets.json docs/results/$${r}_seeds.json || exit 1; \
 	done
-	$(BIN)/python -m ondevice_rl.train.recipes.results --seeds-table
+	$(BIN)/python -m ondevice_rl.train.recipes.results --table-only
 
 # The documentation site (mkdocs-material, API reference from the
 # docstrings) into site/; strict: a broken link or reference fails.
