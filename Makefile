@@ -63,7 +63,7 @@ search-evidence: $(STAMP)
 # A recipe's final return over 3 disjoint sets of 8 seeds: IQM, 95% CI and
 # the worst seed per set, and the final policies' deterministic evaluation on
 # EVAL episodes (RECIPES="cartpole_pqn ..."; default: classic control), into
-# docs/results/NAME_seeds.json and the recipes page's table.
+# docs/results/NAME_seeds.json, the recipes page's table and README's.
 RECIPES ?= cartpole_ppo cartpole_a2c cartpole_dqn cartpole_pqn acrobot_ppo acrobot_a2c acrobot_dqn pendulum_ppo pendulum_sac pendulum_td3
 EVAL ?= 32
 recipe-seeds: $(STAMP)
