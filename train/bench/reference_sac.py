@@ -3,12 +3,15 @@
 rejax's SAC (``rejax/algos/sac.py``: a replay-buffer mixin, a target-network
 mixin, observation normalisation, ``train_iteration`` = collect one vector
 step, extend the buffer, then under ``lax.cond`` once the buffer is filled
-``update_actor``, ``update_critic``, ``update_alpha``, then a Polyak target
-update) in its structure, written with flax and optax only (none of this
-project's code); every hyperparameter a compile-time constant. rejax 0.1.3
+the three gradient steps, then a Polyak target update) in its structure,
+written with flax and optax only (none of this project's code); every
+hyperparameter a compile-time constant. rejax 0.1.3
 itself installs beside jax 0.10.2 but does not run with gymnax 1.0.1, whose
 ``step`` returns terminated and truncated apart (six values; rejax unpacks
-five).
+five). The gradient steps run critic, actor (on the updated critics), then
+α, the order of the SAC paper's algorithm and of ``ondevice-rl``'s SAC;
+rejax updates the actor first (on the critics before their step). Either
+order does the same work.
 
 The settings are ``ondevice-rl``'s SAC defaults (rejax's Pendulum settings
 as the starting point): 1 env per seed; a buffer of 10,000; batches of 256;
