@@ -60,15 +60,21 @@ search-evidence: $(STAMP)
 	$(BIN)/python -m ondevice_rl.train.sweep.compare --recipe cartpole_dqn \
 		--total-timesteps 100000 --members 16 --search-seeds 5 --out runs/compare/cartpole_dqn
 
-# A recipe's final return over 3 disjoint sets of 8 seeds: IQM, 95% CI and
-# the worst seed per set, and the final policies' deterministic evaluation on
-# EVAL episodes (RECIPES="cartpole_pqn ..."; default: classic control), into
-# docs/results/NAME_seeds.json, the recipes page's table and README's.
+# A recipe's final return over SETS disjoint sets of PER_SET seeds (default 3
+# of 8): IQM, 95% CI and the worst seed per set, and the final policies'
+# deterministic evaluation on EVAL episodes (RECIPES="cartpole_pqn ...";
+# default: classic control), into docs/results/NAME_seeds.json, the recipes
+# page's table and README's. The grid worlds take 8-25 min per 4 seeds:
+# make recipe-seeds RECIPES="navix_empty_8x8_ppo xminigrid_empty_8x8_ppo"
+# SETS=2 PER_SET=4.
 RECIPES ?= cartpole_ppo cartpole_a2c cartpole_dqn cartpole_pqn acrobot_ppo acrobot_a2c acrobot_dqn pendulum_ppo pendulum_sac pendulum_td3
+SETS ?= 3
+PER_SET ?= 8
 EVAL ?= 32
 recipe-seeds: $(STAMP)
 	for r in $(RECIPES); do \
-		$(BIN)/python -m ondevice_rl.train.sweep.seed_sets --recipe $$r --eval-episodes $(EVAL) --out runs/seeds/$$r \
+		$(BIN)/python -m ondevice_rl.train.sweep.seed_sets --recipe $$r --sets $(SETS) --per-set $(PER_SET) \
+			--eval-episodes $(EVAL) --out runs/seeds/$$r \
 		&& cp runs/seeds/$$r/seed_sets.json docs/results/$${r}_seeds.json || exit 1; \
 	done
 	$(BIN)/python -m ondevice_rl.train.recipes.results --table-only
