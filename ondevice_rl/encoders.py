@@ -114,7 +114,7 @@ def observation_encoding(space: Any) -> int | ObsLayout:
 
 
 def _orthogonal(scale: float):
-    from ondevice_rl.networks import sequential_under_vmap
+    from ondevice_rl.layers import sequential_under_vmap
 
     # A batched QR (vmap over seeds) can deadlock XLA:CPU: one per member.
     return sequential_under_vmap(nn.initializers.orthogonal(scale))
@@ -174,7 +174,7 @@ class ObsEncoder(nn.Module):
         """3×3 ReLU convolutions, stride 1, VALID padding: ``Conv3x3``, one
         matmul on CPU (XLA's convolution gradients inside a learner's loop
         were 3.8× slower there: Navix Empty-8x8 PPO 407 vs 1,559 steps/s)."""
-        from ondevice_rl.networks import Conv3x3
+        from ondevice_rl.layers import Conv3x3
 
         for width in channels:
             x = nn.relu(Conv3x3(width)(x))

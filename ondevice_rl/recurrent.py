@@ -26,7 +26,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ondevice_rl.networks import CONV_CHANNELS, _dense, sequential_under_vmap, torso
+from ondevice_rl.layers import dense, sequential_under_vmap
+from ondevice_rl.networks import CONV_CHANNELS, torso
 
 MEMORY_KINDS = ("gru", "lstm")
 
@@ -124,7 +125,7 @@ class Embed(nn.Module):
     @nn.compact
     def __call__(self, obs: jax.Array) -> jax.Array:
         x = torso(obs, self.obs_ndim, self.conv)
-        return nn.relu(_dense(self.size, np.sqrt(2))(x))
+        return nn.relu(dense(self.size, np.sqrt(2))(x))
 
 
 class MemoryNet(nn.Module):

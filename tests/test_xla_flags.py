@@ -98,7 +98,7 @@ def test_repeated_execution_of_one_program_does_not_hang(scheduler):
     # pool it ran on; with the concurrency-optimised scheduler that deadlocked
     # within 1-3 runs of this program every time (3 runs here). Both the
     # library's flag and the QR-per-member init
-    # (networks.sequential_under_vmap) prevent it.
+    # (layers.sequential_under_vmap) prevent it.
     flags = f"{CPU_SCHEDULER_FLAG}=true" if scheduler == "concurrent" else None
     assert _run_script(REPEAT_SCRIPT, flags).strip().endswith("ok")
 
@@ -139,7 +139,8 @@ def test_vmapped_init_runs_one_unbatched_qr_per_member_with_flax_numbers():
     import jax
     import numpy as np
 
-    from ondevice_rl.networks import ActorCritic, sequential_under_vmap
+    from ondevice_rl.layers import sequential_under_vmap
+    from ondevice_rl.networks import ActorCritic
 
     keys = jax.random.split(jax.random.PRNGKey(0), 6).reshape(2, 3, 2)
     flax_init = nn.initializers.orthogonal(1.0)
