@@ -286,6 +286,19 @@ def test_an_interrupted_search_resumes_to_the_same_numbers(pbt, tmp_path):
         np.testing.assert_array_equal(resumed.lineage(name), whole.lineage(name), name)
     for name, curve in whole.curves.items():
         np.testing.assert_array_equal(resumed.curves[name], curve, name)
+    # A population of another size (another device count pads it otherwise):
+    # one line saying so, not a leaf's shape.
+    from ondevice_rl.train.run.artifacts import RunDirError
+    from ondevice_rl.train.sweep import search_store
+
+    done, path, _ = search_store.latest_round(out)
+    arrays = dict(np.load(path / search_store.POPULATION_FILE))
+    size = len(arrays["group"])
+    fewer = {k: a[:-1] if a.ndim and len(a) == size else a for k, a in arrays.items()}
+    lineage = dict(np.load(path / search_store.LINEAGE_FILE))
+    search_store.save_round(tmp_path / "other", done, fewer, lineage)
+    with pytest.raises(RunDirError, match=f"a population of {size - 1}, this search"):
+        run_search(TINY, PBT(), out=tmp_path / "other", resume=True, **KWARGS)
 
 
 # --- successive halving ----------------------------------------------------------

@@ -112,6 +112,14 @@ def load_round(path: Path, like: Any) -> tuple[Any, dict[str, np.ndarray]]:
         got = arrays.get(name)
         shape, dtype = want.shape, np.dtype(want.dtype)
         if got is None or (got.shape, got.dtype) != (tuple(shape), dtype):
+            resized = got is not None and got.ndim == len(shape) > 0
+            if resized and got.shape[1:] == tuple(shape[1:]):
+                raise RunDirError(
+                    f"{path}: holds a population of {got.shape[0]}, this search "
+                    f"makes {shape[0]} (its members padded to a multiple of the "
+                    "devices): resume with the device count it started with "
+                    "(--cpu-devices) and the same members"
+                )
             held = "nothing" if got is None else f"{list(got.shape)} {got.dtype}"
             raise RunDirError(
                 f"{path}: holds {held} as {name}, not {list(shape)} {dtype}; "
