@@ -2,13 +2,15 @@
 and sweeps (members done).
 
 Drawn with rich on stderr, so stdout keeps only the summaries. Without a
-terminal (stdout or stderr piped to a file: a cluster job's log), a training
-run prints one plain line per ``update`` instead (env steps, steps/s, latest
-return, ETA), which a log file keeps. Disabled, it prints nothing at all
-(``log(..., always=True)`` still prints its line).
+terminal (stdout or stderr piped to a file: a cluster job's log), it prints
+plain lines instead, which a log file keeps: a training run one per
+``update`` (env steps, steps/s, latest return, ETA), a sweep or search one
+per ``advance`` (members or rounds done, time so far, ETA). Disabled, it
+prints nothing at all (``log(..., always=True)`` still prints its line).
 """
 
 import sys
+import time
 
 from rich.console import Console
 from rich.progress import (
@@ -32,7 +34,8 @@ class ProgressBar:
 
     ``unit="steps"`` shows steps/s and the latest episode return
     (``update(steps, episode_return, elapsed_s)``); any other unit shows a
-    count (``advance(n)``, ``describe(text)``).
+    count (``advance(n)``; ``skip(n)`` for work a resume found done, which
+    does not count toward the rate; ``describe(text)``).
     """
 
     def __init__(
@@ -49,9 +52,11 @@ class ProgressBar:
         self._task = None
         if lines is None:
             lines = not (sys.stdout.isatty() and sys.stderr.isatty())
-        #: Plain progress lines instead of a bar (training runs only).
-        self.lines = enabled and lines and unit == "steps"
-        self._from = 0  # env steps where this call's training started
+        #: Plain progress lines instead of a bar.
+        self.lines = enabled and lines
+        self._from = 0  # env steps (or units) where this call's work started
+        self._done = 0  # units done (counted units)
+        self._start = time.perf_counter()
 
     def _columns(self) -> list:
         if self._unit == "steps":
@@ -72,6 +77,7 @@ class ProgressBar:
         ]
 
     def __enter__(self) -> "ProgressBar":
+        self._start = time.perf_counter()
         if self.enabled and not self.lines:
             self._progress = Progress(*self._columns(), console=Console(stderr=True))
             self._progress.__enter__()
@@ -116,6 +122,25 @@ class ProgressBar:
         )
 
     def advance(self, count: int) -> None:
+        self._done += count
+        if self.lines and count:
+            elapsed = time.perf_counter() - self._start
+            rate = (self._done - self._from) / elapsed if elapsed > 0 else 0.0
+            left = max(self._total - self._done, 0)
+            eta = _clock(left / rate) if rate > 0 else "-"
+            print(
+                f"{self._label}: {self._done}/{self._total} {self._unit}, "
+                f"{_clock(elapsed)} so far, ETA {eta}",
+                file=sys.stderr,
+                flush=True,
+            )
+        if self._progress is not None:
+            self._progress.advance(self._task, count)
+
+    def skip(self, count: int) -> None:
+        """``count`` units found done (a resume): shown, not timed."""
+        self._done += count
+        self._from += count
         if self._progress is not None:
             self._progress.advance(self._task, count)
 

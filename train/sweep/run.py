@@ -98,7 +98,7 @@ def run_plan(
             stop_at_boundary(_to_stderr, stop_message) as stop,
             ProgressBar(len(plan.members), "sweep", "members", show) as bar,
         ):
-            bar.advance(len(finished or {}))
+            bar.skip(len(finished or {}))
             for g, (config, members) in enumerate(groups):
                 label = f"group {g + 1}/{len(groups)}"
                 bar.describe(f"{label}: compiling")

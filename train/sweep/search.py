@@ -115,7 +115,7 @@ def _run_rounds(
         stop_at_boundary(_to_stderr, stop_message) as stop,
         ProgressBar(len(lengths), f"{name} search", "rounds", show) as bar,
     ):
-        bar.advance(done)
+        bar.skip(done)
         for r in range(done, len(lengths)):
             if stop():
                 result.stop_signal = stop.signal
