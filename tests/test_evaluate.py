@@ -318,7 +318,7 @@ def test_policies_see_observations_as_the_learner_did(runs):
     if not getattr(config, "normalize_obs", False):
         pytest.skip("PPO has no observation normalisation")
     from ondevice_rl.normalize import normalize
-    from ondevice_rl.train.use.policy import load_run
+    from ondevice_rl.train.use.loading import load_run
 
     run = load_run(out)
     stats = run.params.normalizer.obs

@@ -186,7 +186,8 @@ def test_resume_skips_damaged_checkpoints_and_ends_equal(
 
 
 def test_eval_and_load_policy_take_the_newest_verified_checkpoint(run_dir, capsys):
-    from ondevice_rl.train.use.policy import load_policy, load_run
+    from ondevice_rl.train.use.loading import load_run
+    from ondevice_rl.train.use.policy import load_policy
 
     before = _snapshot(run_dir / "checkpoint")
     _damage(_largest_file(run_dir / "checkpoint" / "8"), "flip")

@@ -21,7 +21,8 @@ from ondevice_rl.train.dqn.loss import bootstrap_values, td_targets
 from ondevice_rl.train.kit.agent import apply_masked, build_agent
 from ondevice_rl.train.kit.env_setup import make_env
 from ondevice_rl.train.kit.state import policy_params
-from ondevice_rl.train.use.policy import LoadedRun, Policy
+from ondevice_rl.train.use.loading import LoadedRun
+from ondevice_rl.train.use.policy import Policy
 from ondevice_rl.wrappers import Wrapper
 
 KEY = jax.random.key(0)

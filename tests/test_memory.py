@@ -192,7 +192,8 @@ def test_pomdp_variants_keep_positions_only():
 def test_load_policy_keeps_the_carry_within_an_episode():
     from types import SimpleNamespace
 
-    from ondevice_rl.train.use.policy import LoadedRun, Policy
+    from ondevice_rl.train.use.loading import LoadedRun
+    from ondevice_rl.train.use.policy import Policy
 
     config, out = _trained("ppo", "gru")
     trainer = get_algorithm("ppo").make_trainer(config)

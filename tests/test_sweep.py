@@ -337,7 +337,7 @@ def kept_members_act_like_the_population(base, out, capsys):
     """Each member's final parameters are kept: load_policy, eval and render
     take the sweep directory with a member (its number or "best")."""
     import ondevice_rl
-    from ondevice_rl.train.use.policy import load_run
+    from ondevice_rl.train.use.loading import load_run
 
     best = base.best_member
     run = load_run(out, member="best")

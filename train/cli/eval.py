@@ -112,7 +112,7 @@ def evaluate_run(
     import jax
 
     from ondevice_rl.evaluation import evaluate
-    from ondevice_rl.train.use.policy import load_run
+    from ondevice_rl.train.use.loading import load_run
 
     if episodes >= MAX_INT:
         raise ValueError(f"--episodes must be below 2^31, got {episodes}")

@@ -13,7 +13,7 @@ Files are written atomically by the process holding the directory's lock,
 before the chunk's metrics (so a finished chunk always has its parameters).
 ``read_member`` reads one member's arrays whole (zip CRCs checked); the
 caller checks them against the shapes the member's config gives
-(``ondevice_rl.train.use.policy.load_run``). Errors are one line naming the
+(``ondevice_rl.train.use.loading.load_run``). Errors are one line naming the
 file.
 """
 

@@ -116,7 +116,7 @@ def export_policy(
         ValueError: one line, for a run that cannot be loaded, unknown
             platforms, or a missing ``flatbuffers``, before any lowering.
     """
-    from ondevice_rl.train.use.policy import load_run
+    from ondevice_rl.train.use.loading import load_run
 
     platforms = check_platforms(tuple(platforms))
     _need_flatbuffers()

@@ -138,7 +138,7 @@ def render_run(
     or ``.mp4``), frames resized by ``scale``; returns ``{"path", "frames",
     "return", "length"}``. ValueError (one line) for a run or env that cannot
     be rendered. A sweep directory takes ``member`` (its number or "best")."""
-    from ondevice_rl.train.use.policy import load_run, load_spec
+    from ondevice_rl.train.use.loading import load_run, load_spec
 
     out = Path(out)
     if out.suffix.lower() not in (".gif", ".mp4"):
