@@ -112,7 +112,7 @@ def readme_rows(readme: Path) -> dict[str, list[str]]:
     return rows
 
 
-def kept_row(name: str, cells: list[str], docs: Path) -> str | None:
+def kept_row(name: str, cells: list[str], docs: Path) -> str:
     """A row without a run: README's env steps, seed 0 and curve as they
     stand (a row without a curve came from the record over seeds, and is
     rebuilt from it), the rest new (rows written before the column over
