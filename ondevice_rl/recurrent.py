@@ -139,7 +139,8 @@ class MemoryNet(nn.Module):
 
     def setup(self):
         self.embed = Embed(self.size, self.obs_ndim, self.conv)
-        # Orthogonal init is a QR: one per member under vmap (see networks).
+        # Orthogonal init is a QR: one per member under vmap
+        # (layers.sequential_under_vmap).
         inits = dict(
             recurrent_kernel_init=sequential_under_vmap(nn.initializers.orthogonal())
         )

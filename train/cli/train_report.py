@@ -1,6 +1,7 @@
 """What ``ondevice-rl train`` prints when a run ends, and its exit status."""
 
 import sys
+from pathlib import Path
 
 from ondevice_rl.train.run.artifacts import (
     CHECKPOINT_DIR,
@@ -12,7 +13,7 @@ from ondevice_rl.train.run.artifacts import (
 RUN_FILES = (CONFIG_FILE, METRICS_FILE, CURVE_FILE, f"{CHECKPOINT_DIR}/")
 
 
-def report(result, cache: str | None) -> int:
+def report(result, cache: Path | None) -> int:
     """Prints a finished ``RunResult``'s summary (``cache``: the compilation
     cache's directory, if on); returns the exit status: 0 done, 3 stopped
     on non-finite values, the signal's status if interrupted (the command
