@@ -74,7 +74,6 @@ def summarize(name: str, run_dir: Path, docs: Path, readme_dir: Path) -> str | N
         final_return = None
     finite = isinstance(final_return, int | float) and math.isfinite(final_return)
     final = number(final_return) if finite else "n/a"
-    config = load_recipe(name)
     curve = run_dir / CURVE_FILE
     link = ""
     if curve.exists():
@@ -82,10 +81,16 @@ def summarize(name: str, run_dir: Path, docs: Path, readme_dir: Path) -> str | N
         target = docs / f"{name}.png"
         shutil.copyfile(curve, target)
         link = f"[curve]({target.relative_to(readme_dir).as_posix()})"
+    return _row(name, f"{int(rows[-1]['env_steps']):,}", final, link, docs)
+
+
+def _row(name: str, steps: str, seed_0: str, curve: str, docs: Path) -> str:
+    """README's row: algo, env and description from the recipe, the cell
+    over seeds from its record."""
+    config = load_recipe(name)
     return (
-        f"| `{name}` | {algorithm_of(config).name} | `{config.env}` | "
-        f"{int(rows[-1]['env_steps']):,} | {final} | {over_seeds(name, docs)} | "
-        f"{link} | {describe(name)} |"
+        f"| `{name}` | {algorithm_of(config).name} | `{config.env}` | {steps} | "
+        f"{seed_0} | {over_seeds(name, docs)} | {curve} | {describe(name)} |"
     )
 
 
@@ -120,11 +125,7 @@ def kept_row(name: str, cells: list[str], docs: Path) -> str:
     steps, seed_0, curve = cells[3], cells[4], cells[-2]
     if curve == "–" and (docs / f"{name}{SEEDS_SUFFIX}").exists():
         return record_row(name, docs)
-    config = load_recipe(name)
-    return (
-        f"| `{name}` | {algorithm_of(config).name} | `{config.env}` | {steps} | "
-        f"{seed_0} | {over_seeds(name, docs)} | {curve} | {describe(name)} |"
-    )
+    return _row(name, steps, seed_0, curve, docs)
 
 
 def record_row(name: str, docs: Path) -> str | None:
@@ -134,15 +135,15 @@ def record_row(name: str, docs: Path) -> str | None:
     if not path.exists():
         return None
     record = read_json(path)
-    first, whole = record["sets"][0], record["sets"][-1]
-    starts_at_0 = first["seeds"].split()[-1].split("-")[0] == "0"
-    seed_0 = number(whole["final_returns"][0]) if starts_at_0 else "–"
-    config = load_recipe(name)
-    return (
-        f"| `{name}` | {algorithm_of(config).name} | `{config.env}` | "
-        f"{record['total_timesteps']:,} | {seed_0} | {over_seeds(name, docs)} | "
-        f"– | {describe(name)} |"
-    )
+    whole = record["sets"][-1]
+    seed_0 = number(whole["final_returns"][0]) if first_seed(record) == 0 else "–"
+    return _row(name, f"{record['total_timesteps']:,}", seed_0, "–", docs)
+
+
+def first_seed(record: dict) -> int:
+    """The first seed of a ``seed_sets`` record (its sets are labelled
+    ``seeds A-B``)."""
+    return int(record["sets"][0]["seeds"].split()[-1].split("-")[0])
 
 
 def table(
@@ -189,7 +190,7 @@ def seeds_row(name: str, record: dict) -> str:
     """One Markdown row of a ``seed_sets`` record: its sets are consecutive
     seed ranges labelled ``seeds A-B``, then the row over all of them."""
     *sets, whole = record["sets"]
-    first = sets[0]["seeds"].split()[-1].split("-")[0]
+    first = first_seed(record)
     last = sets[-1]["seeds"].split()[-1].split("-")[-1]
     final, worst = stated(whole, "final_return")
     per_set = " / ".join(number(s["iqm"]) for s in sets)

@@ -34,14 +34,12 @@ def merge_records(records: list[dict]) -> dict:
         parts = [next(m for m in r["methods"] if m["method"] == name) for r in records]
         returns = np.concatenate([p["eval_returns"] for p in parts])
         iqm, low, high = stats.interval_estimates({name: returns})[name]
-        rounds_s = sum(p["rounds_s"] for p in parts)
-        steps_s = sum(p["steps_s"] for p in parts)
         row = dict(parts[0], eval_returns=returns.tolist(), iqm=iqm, ci=[low, high])
         for field in ("training_scores", "handed_back_hp"):
             row[field] = [x for p in parts for x in p[field]]
         for field in ("env_steps", "rounds_s", "steps_s", "seconds"):
             row[field] = sum(p[field] for p in parts)
-        row["step_share"] = steps_s / (rounds_s + steps_s)
+        row["step_share"] = row["steps_s"] / (row["rounds_s"] + row["steps_s"])
         row.pop("minus_random", None)
         rows.append(row)
     merged = dict(records[0], methods=with_differences(rows))
