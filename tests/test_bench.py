@@ -31,6 +31,7 @@ def test_bench_quick_end_to_end(tmp_path, capsys):
     for field in train_speed.REQUIRED:
         assert field in train, field
     assert train["algo"] == "ppo" and train["seeds"] == 1
+    assert train["compile_options"] == {}  # one member: XLA's scheduler as set
     assert train["timesteps"] == train_speed.QUICK_TIMESTEPS
     assert train["sps"] > 0 and train["compile_s"] > 0
     # Matmul FLOPs over run time, and that rate over the device's peak.

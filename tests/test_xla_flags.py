@@ -12,9 +12,14 @@ import pytest
 from suite_flags import suite_compile_flags
 
 from ondevice_rl._xla import (
+    ADDED_MARK,
+    CONCURRENT_SCHEDULER,
     CPU_SCHEDULER_FLAG,
     DEVICE_COUNT_FLAG,
     ensure_cpu_scheduler_flag,
+    has_batched_lapack,
+    scheduler_chosen_by_user,
+    scheduler_options,
 )
 
 
@@ -41,14 +46,51 @@ def _run_script(script: str, xla_flags: str | None = None, timeout: int = 300):
 
 def test_flag_added_and_user_choice_kept(monkeypatch):
     monkeypatch.setenv("XLA_FLAGS", "--xla_force_host_platform_device_count=2")
+    monkeypatch.delenv(ADDED_MARK, raising=False)
     ensure_cpu_scheduler_flag()
     flags = os.environ["XLA_FLAGS"]
     assert f"{CPU_SCHEDULER_FLAG}=false" in flags
     assert "--xla_force_host_platform_device_count=2" in flags
+    assert not scheduler_chosen_by_user()
 
+    monkeypatch.delenv(ADDED_MARK)
     monkeypatch.setenv("XLA_FLAGS", f"{CPU_SCHEDULER_FLAG}=true")
     ensure_cpu_scheduler_flag()
     assert os.environ["XLA_FLAGS"] == f"{CPU_SCHEDULER_FLAG}=true"
+    assert scheduler_chosen_by_user() and ADDED_MARK not in os.environ
+
+
+def test_population_programs_get_the_concurrent_scheduler_only_where_safe(
+    monkeypatch,
+):
+    import jax
+    import jax.numpy as jnp
+
+    batched_qr = jax.jit(jax.vmap(jnp.linalg.qr)).lower(jnp.ones((2, 4, 4)))
+    one_qr = jax.jit(jnp.linalg.qr).lower(jnp.ones((4, 4)))
+    plain = jax.jit(lambda x: jnp.tanh(x @ x)).lower(jnp.ones((4, 4)))
+    assert has_batched_lapack(batched_qr.as_text())
+    assert not has_batched_lapack(one_qr.as_text())
+    assert not has_batched_lapack(plain.as_text())
+
+    monkeypatch.setenv("XLA_FLAGS", f"{CPU_SCHEDULER_FLAG}=false")
+    monkeypatch.setenv(ADDED_MARK, "1")  # the library's flag
+    assert scheduler_options(plain, members=2) == CONCURRENT_SCHEDULER
+    assert scheduler_options(one_qr, members=2) == CONCURRENT_SCHEDULER
+    assert scheduler_options(batched_qr, members=2) == {}
+    assert scheduler_options(plain, members=1) == {}
+    # The option is one XLA takes, and the numbers do not change with it.
+    concurrent = plain.compile(compiler_options=CONCURRENT_SCHEDULER)
+    x = jnp.arange(16.0).reshape(4, 4) / 16
+    assert (concurrent(x) == plain.compile()(x)).all()
+
+    monkeypatch.delenv(ADDED_MARK)  # the same flag, the user's
+    assert scheduler_options(plain, members=2) == {}
+    monkeypatch.setenv(ADDED_MARK, "1")
+    monkeypatch.setenv(
+        "XLA_FLAGS", "--xla_cpu_scheduler_type=CPU_SCHEDULER_TYPE_MEMORY_OPTIMIZED"
+    )
+    assert scheduler_options(plain, members=2) == {}
 
 
 def test_import_sets_flag_in_fresh_process():

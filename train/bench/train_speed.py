@@ -8,12 +8,16 @@ with the seeds split over
 ``gcd(S, number of devices)`` devices (on CPU, one device per core: see
 ``ondevice_rl.use_cpu_cores``; the record's ``devices``). Compile time is
 ``jit(f).lower(keys, hp).compile()`` (tracing included, as the reference
-measures it); run time is one execution, blocked on. ``sps = S * U * N /
-run_s`` with ``N = config.steps_per_update`` env steps per update and ``U =
-timesteps // N`` updates.
+measures it), with the library's compile options (the record's
+``compile_options``: on CPU the concurrency-optimised scheduler for two or
+more seeds a device, ``ondevice_rl._xla``); run time is one execution,
+blocked on. ``sps = S * U * N / run_s`` with ``N =
+config.steps_per_update`` env steps per update and ``U = timesteps // N``
+updates.
 
 With ``reference``, the reference script runs as a subprocess with the same
-``--seeds``/``--timesteps`` and environment (``XLA_FLAGS`` included), right
+``--seeds``/``--timesteps`` and environment (``XLA_FLAGS`` included: the
+library's scheduler flag, which a reference's batched QR needs), right
 after ours, ``repeat`` times interleaved (ours, ref, ours, ref, ...); the best
 of each side is kept (highest SPS, lowest compile time) beside every repeat's
 SPS, and the ratio is given both ways: best over best and median over median
@@ -33,6 +37,7 @@ from typing import Any
 import jax
 import numpy as np
 
+from ondevice_rl._xla import scheduler_options
 from ondevice_rl.metrics import final_return
 from ondevice_rl.sharding import (
     POP_AXIS,
@@ -102,7 +107,8 @@ def measure_ours(
     )
     t0 = time.perf_counter()
     lowered = jax.jit(train).lower(keys, hp)
-    compiled = lowered.compile()
+    options = scheduler_options(lowered, seeds // len(devices))
+    compiled = lowered.compile(compiler_options=options or None)
     compile_s = time.perf_counter() - t0
     t0 = time.perf_counter()
     out = jax.block_until_ready(compiled(keys, hp))
@@ -122,6 +128,7 @@ def measure_ours(
         final_return=round(float(np.mean(final_return(returns))), 1),
         transfers=counter.as_dict(),
         host_ops=host_ops(lowered, compiled),
+        compile_options=options,
     )
 
 

@@ -17,6 +17,7 @@ import jax
 import numpy as np
 from jax.sharding import Mesh
 
+from ondevice_rl._xla import compile_lowered
 from ondevice_rl.sharding import (
     leading_axis_sharding,
     shard_leading,
@@ -154,7 +155,8 @@ def compile_program(
         in_shardings=sharding,
         out_shardings=sharding,
     )
-    compiled = fn.lower(*abstract).compile(compiler_options=compiler_options)
+    members = chunk_size // mesh.devices.size
+    compiled = compile_lowered(fn.lower(*abstract), members, compiler_options)
     return Program(config, chunk_size, mesh, compiled, _analysed_bytes(compiled))
 
 

@@ -19,6 +19,7 @@ import jax
 import numpy as np
 from jax.sharding import Mesh
 
+from ondevice_rl._xla import compile_lowered
 from ondevice_rl.distributed import min_bytes_over_processes
 from ondevice_rl.sharding import (
     leading_axis_sharding,
@@ -128,7 +129,9 @@ class _Programs:
         )
 
         def build(options):
-            return jitted.lower(*shaped).compile(compiler_options=options)
+            population = np.shape(jax.tree.leaves(args[0])[0])[0]
+            members = population // self.mesh.devices.size
+            return compile_lowered(jitted.lower(*shaped), members, options)
 
         return build
 
