@@ -6,9 +6,9 @@
   already chose a value (the docs' CPU notes, ``docs/cpu-notes.md``, say
   what we found the cause to be and what else guards against it).
 * ``compile_lowered``: the library's population programs (sweeps, searches,
-  seed sets, the bench) are compiled with XLA:CPU's concurrency-optimised
-  scheduler all the same when they hold no batched LAPACK call (the
-  deadlock's cause); the flag then guards the rest.
+  seed sets, the bench) on a CPU device with cores to spare are compiled
+  with XLA:CPU's concurrency-optimised scheduler all the same when they hold
+  no batched LAPACK call (the deadlock's cause); the flag guards the rest.
 * ``use_cpu_cores``: present the CPU as one JAX device per core, so that a
   population (seeds, sweep members) split over devices runs on every core.
 """
@@ -58,17 +58,23 @@ def has_batched_lapack(program_text: str) -> bool:
     return False
 
 
-def scheduler_options(lowered: Any, members: int) -> dict[str, Any]:
-    """Compile options for one of the library's population programs
-    (``members`` of them on each device): XLA:CPU's concurrency-optimised
-    scheduler, which runs independent kernels on the pool's threads at once,
-    for two or more members a device, unless the user chose a scheduler, the
-    program is not for CPU or it holds a batched LAPACK call. At one member
-    its kernels are too small to gain from it (PPO, DQN, SAC at one seed ran
-    2-15% slower with it; 4 to 64 members 2-24% faster)."""
+def scheduler_options(lowered: Any, members: int, devices: int) -> dict[str, Any]:
+    """Compile options for one of the library's population programs, with
+    ``members`` on each of ``devices`` CPU devices: XLA:CPU's
+    concurrency-optimised scheduler, which runs independent kernels on the
+    pool's threads at once, where a device has two or more members and two
+    or more cores to itself; none if the user chose a scheduler, the program
+    is not for CPU or it holds a batched LAPACK call.
+
+    Measured on 2 cores (``docs/performance.md``): one device, 4 to 64
+    members, 2-24% faster; one member, 2-15% slower (its kernels are too
+    small); one device per core, no faster (the cores are busy already).
+    """
     import jax
 
-    if members < 2 or scheduler_chosen_by_user() or jax.default_backend() != "cpu":
+    if members < 2 or cpu_core_count() < 2 * devices:
+        return {}
+    if scheduler_chosen_by_user() or jax.default_backend() != "cpu":
         return {}
     if has_batched_lapack(lowered.as_text()):
         return {}
@@ -76,10 +82,10 @@ def scheduler_options(lowered: Any, members: int) -> dict[str, Any]:
 
 
 def compile_lowered(
-    lowered: Any, members: int, options: dict[str, Any] | None = None
+    lowered: Any, members: int, devices: int, options: dict[str, Any] | None = None
 ) -> Any:
     """``lowered.compile`` with ``scheduler_options`` under ``options``."""
-    merged = {**scheduler_options(lowered, members), **(options or {})}
+    merged = {**scheduler_options(lowered, members, devices), **(options or {})}
     return lowered.compile(compiler_options=merged or None)
 
 

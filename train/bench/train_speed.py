@@ -10,8 +10,8 @@ with the seeds split over
 ``jit(f).lower(keys, hp).compile()`` (tracing included, as the reference
 measures it), with the library's compile options (the record's
 ``compile_options``: on CPU the concurrency-optimised scheduler for two or
-more seeds a device, ``ondevice_rl._xla``); run time is one execution,
-blocked on. ``sps = S * U * N / run_s`` with ``N =
+more seeds on a device with two or more cores, ``ondevice_rl._xla``); run
+time is one execution, blocked on. ``sps = S * U * N / run_s`` with ``N =
 config.steps_per_update`` env steps per update and ``U = timesteps // N``
 updates.
 
@@ -107,7 +107,7 @@ def measure_ours(
     )
     t0 = time.perf_counter()
     lowered = jax.jit(train).lower(keys, hp)
-    options = scheduler_options(lowered, seeds // len(devices))
+    options = scheduler_options(lowered, seeds // len(devices), len(devices))
     compiled = lowered.compile(compiler_options=options or None)
     compile_s = time.perf_counter() - t0
     t0 = time.perf_counter()

@@ -155,8 +155,11 @@ def compile_program(
         in_shardings=sharding,
         out_shardings=sharding,
     )
-    members = chunk_size // mesh.devices.size
-    compiled = compile_lowered(fn.lower(*abstract), members, compiler_options)
+    devices = mesh.devices.size
+    lowered = fn.lower(*abstract)
+    compiled = compile_lowered(
+        lowered, chunk_size // devices, devices, compiler_options
+    )
     return Program(config, chunk_size, mesh, compiled, _analysed_bytes(compiled))
 
 

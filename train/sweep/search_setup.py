@@ -129,9 +129,9 @@ class _Programs:
         )
 
         def build(options):
-            population = np.shape(jax.tree.leaves(args[0])[0])[0]
-            members = population // self.mesh.devices.size
-            return compile_lowered(jitted.lower(*shaped), members, options)
+            devices = self.mesh.devices.size
+            members = np.shape(jax.tree.leaves(args[0])[0])[0] // devices
+            return compile_lowered(jitted.lower(*shaped), members, devices, options)
 
         return build
 
