@@ -26,6 +26,9 @@ ADDED_MARK = "ONDEVICE_RL_ADDED_SCHEDULER_FLAG"
 CONCURRENT_SCHEDULER = {
     "xla_cpu_scheduler_type": "CPU_SCHEDULER_TYPE_CONCURRENCY_OPTIMIZED"
 }
+# Below this many members a device, the scheduler's gain is not certain:
+# 2 and 4 members ran 7-16% slower with it for PPO or DQN, 8 ran 5-19% faster.
+CONCURRENT_MIN_MEMBERS = 8
 _LAPACK_CALL = re.compile(r"@lapack_\w+\(")
 _BATCH_DIMS = re.compile(r'num_batch_dims = "(\d+)"')
 
@@ -62,17 +65,17 @@ def scheduler_options(lowered: Any, members: int, devices: int) -> dict[str, Any
     """Compile options for one of the library's population programs, with
     ``members`` on each of ``devices`` CPU devices: XLA:CPU's
     concurrency-optimised scheduler, which runs independent kernels on the
-    pool's threads at once, where a device has two or more members and two
-    or more cores to itself; none if the user chose a scheduler, the program
-    is not for CPU or it holds a batched LAPACK call.
+    pool's threads at once, where a device has ``CONCURRENT_MIN_MEMBERS`` or
+    more members and two or more cores to itself; none if the user chose a
+    scheduler, the program is not for CPU or it holds a batched LAPACK call.
 
-    Measured on 2 cores (``docs/performance.md``): one device, 4 to 64
-    members, 2-24% faster; one member, 2-15% slower (its kernels are too
-    small); one device per core, no faster (the cores are busy already).
+    Measured on 2 cores (``docs/performance.md``): one device, 8 to 64
+    members, 2-24% faster; 1 to 4 members, up to 16% slower (their kernels
+    are too small); one device per core, no faster (the cores are busy).
     """
     import jax
 
-    if members < 2 or cpu_core_count() < 2 * devices:
+    if members < CONCURRENT_MIN_MEMBERS or cpu_core_count() < 2 * devices:
         return {}
     if scheduler_chosen_by_user() or jax.default_backend() != "cpu":
         return {}

@@ -77,23 +77,23 @@ def test_population_programs_get_the_concurrent_scheduler_only_where_safe(
     monkeypatch.setattr(_xla, "cpu_core_count", lambda: 2)
     monkeypatch.setenv("XLA_FLAGS", f"{CPU_SCHEDULER_FLAG}=false")
     monkeypatch.setenv(ADDED_MARK, "1")  # the library's flag
-    assert scheduler_options(plain, members=2, devices=1) == CONCURRENT_SCHEDULER
-    assert scheduler_options(one_qr, members=2, devices=1) == CONCURRENT_SCHEDULER
-    assert scheduler_options(batched_qr, members=2, devices=1) == {}
-    assert scheduler_options(plain, members=1, devices=1) == {}
-    assert scheduler_options(plain, members=2, devices=2) == {}  # a core each
+    assert scheduler_options(plain, members=8, devices=1) == CONCURRENT_SCHEDULER
+    assert scheduler_options(one_qr, members=8, devices=1) == CONCURRENT_SCHEDULER
+    assert scheduler_options(batched_qr, members=8, devices=1) == {}
+    assert scheduler_options(plain, members=4, devices=1) == {}
+    assert scheduler_options(plain, members=8, devices=2) == {}  # a core each
     # The option is one XLA takes, and the numbers do not change with it.
     concurrent = plain.compile(compiler_options=CONCURRENT_SCHEDULER)
     x = jnp.arange(16.0).reshape(4, 4) / 16
     assert (concurrent(x) == plain.compile()(x)).all()
 
     monkeypatch.delenv(ADDED_MARK)  # the same flag, the user's
-    assert scheduler_options(plain, members=2, devices=1) == {}
+    assert scheduler_options(plain, members=8, devices=1) == {}
     monkeypatch.setenv(ADDED_MARK, "1")
     monkeypatch.setenv(
         "XLA_FLAGS", "--xla_cpu_scheduler_type=CPU_SCHEDULER_TYPE_MEMORY_OPTIMIZED"
     )
-    assert scheduler_options(plain, members=2, devices=1) == {}
+    assert scheduler_options(plain, members=8, devices=1) == {}
 
 
 def test_import_sets_flag_in_fresh_process():

@@ -9,8 +9,8 @@ with the seeds split over
 ``ondevice_rl.use_cpu_cores``; the record's ``devices``). Compile time is
 ``jit(f).lower(keys, hp).compile()`` (tracing included, as the reference
 measures it), with the library's compile options (the record's
-``compile_options``: on CPU the concurrency-optimised scheduler for two or
-more seeds on a device with two or more cores, ``ondevice_rl._xla``); run
+``compile_options``: on CPU the concurrency-optimised scheduler for eight
+or more seeds on a device with two or more cores, ``ondevice_rl._xla``); run
 time is one execution, blocked on. ``sps = S * U * N / run_s`` with ``N =
 config.steps_per_update`` env steps per update and ``U = timesteps // N``
 updates.
