@@ -20,6 +20,7 @@ from jax.sharding import Mesh
 from ondevice_rl._xla import compile_lowered
 from ondevice_rl.sharding import (
     leading_axis_sharding,
+    mesh_size,
     shard_leading,
     to_host,
 )
@@ -155,7 +156,7 @@ def compile_program(
         in_shardings=sharding,
         out_shardings=sharding,
     )
-    devices = mesh.devices.size
+    devices = mesh_size(mesh)
     lowered = fn.lower(*abstract)
     compiled = compile_lowered(
         lowered, chunk_size // devices, devices, compiler_options

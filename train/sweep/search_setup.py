@@ -129,7 +129,7 @@ class _Programs:
         )
 
         def build(options):
-            devices = self.mesh.devices.size
+            devices = mesh_size(self.mesh)
             members = np.shape(jax.tree.leaves(args[0])[0])[0] // devices
             return compile_lowered(jitted.lower(*shaped), members, devices, options)
 
