@@ -61,6 +61,13 @@ def _dot(x: jax.Array, y: jax.Array, contract: tuple, precision) -> jax.Array:
 
 
 def _kernel_gradient_cpu(x_rows, g_rows, precision):
+    (rows, k), n = x_rows.shape, g_rows.shape[-1]
+    if n == 1:
+        # One output unit: g^T x is [1, M] x [M, K], and both g^T and the
+        # [K, 1] result are reshapes of what exists, not copies.
+        g_row = g_rows.reshape(1, rows)
+        dkernel = jnp.matmul(g_row, x_rows, precision=precision)
+        return jax.lax.optimization_barrier(dkernel).reshape(k, n)
     # x^T materialised behind a barrier, so XLA cannot fold the transpose
     # back into a leading-axis contraction (see dense_matmul).
     return jnp.matmul(
@@ -86,7 +93,10 @@ def dense_matmul(x: jax.Array, kernel: jax.Array, precision=None) -> jax.Array:
     YNNPACK and ran ≈2× slower than the matmul it mirrors (DQN's 128×120×84
     middle layer: ≈60 µs vs ≈30 µs). On CPU the kernel's gradient is
     therefore ``x^T g`` with ``x^T`` materialised (an optimisation barrier
-    stops XLA folding the transpose back); on GPU and TPU, whose matmuls
+    stops XLA folding the transpose back), except for a layer with one
+    output unit (a value head), whose gradient is ``g^T x`` with no copy:
+    ``g^T`` is then a reshape, where ``x^T`` would be a ``[K, M]`` copy
+    that XLA fuses with the activation before it; on GPU and TPU, whose matmuls
     take transposed operands natively and where a barrier would only block
     fusion, it is the plain leading-axis contraction. The choice is made
     when the program is lowered for a platform (``platform_dependent``), so

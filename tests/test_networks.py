@@ -131,11 +131,12 @@ def test_conv3x3_gradients_under_vmap_and_scan_equal_flax_conv():
 
 
 @pytest.mark.parametrize("lead", [(), (7,), (3, 5)])
-def test_dense_matmul_values_and_gradients_match_numpy(lead):
+@pytest.mark.parametrize("out", [4, 1])  # 1: a value head's g^T x form
+def test_dense_matmul_values_and_gradients_match_numpy(lead, out):
     rng = np.random.default_rng(0)
     x = rng.normal(size=lead + (6,)).astype(np.float32)
-    kernel = rng.normal(size=(6, 4)).astype(np.float32)
-    g = rng.normal(size=lead + (4,)).astype(np.float32)  # cotangent of the output
+    kernel = rng.normal(size=(6, out)).astype(np.float32)
+    g = rng.normal(size=lead + (out,)).astype(np.float32)  # output's cotangent
 
     def loss(x, kernel):
         return jnp.sum(dense_matmul(x, kernel) * g)
@@ -144,15 +145,16 @@ def test_dense_matmul_values_and_gradients_match_numpy(lead):
     dx, dkernel = jax.jit(jax.grad(loss, argnums=(0, 1)))(x, kernel)
     np.testing.assert_allclose(value, x @ kernel, rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(dx, g @ kernel.T, rtol=1e-5, atol=1e-5)
-    rows_x, rows_g = x.reshape(-1, 6), g.reshape(-1, 4)
+    rows_x, rows_g = x.reshape(-1, 6), g.reshape(-1, out)
     np.testing.assert_allclose(dkernel, rows_x.T @ rows_g, rtol=1e-5, atol=1e-5)
 
 
-def test_dense_matmul_gradients_match_autodiff_under_vmap():
+@pytest.mark.parametrize("out", [5, 1])
+def test_dense_matmul_gradients_match_autodiff_under_vmap(out):
     keys = jax.random.split(jax.random.key(0), 3)
     x = jax.random.normal(keys[0], (4, 9, 6))  # [P, M, K]: one batch per member
-    kernel = jax.random.normal(keys[1], (4, 6, 5))
-    g = jax.random.normal(keys[2], (4, 9, 5))
+    kernel = jax.random.normal(keys[1], (4, 6, out))
+    g = jax.random.normal(keys[2], (4, 9, out))
 
     def grads(matmul):
         def one(x, kernel, g):
@@ -170,13 +172,15 @@ def _lowered_for(platform, fn, *args):
 
 
 @pytest.mark.parametrize("platform", ["cpu", "cuda"])
-def test_kernel_gradient_layout_is_chosen_per_platform(platform):
+@pytest.mark.parametrize("outputs", [2, 1])
+def test_kernel_gradient_layout_is_chosen_per_platform(platform, outputs):
     # The point of dense_matmul: lowered for CPU, the kernel's gradient is a
     # dot whose lhs contracts its last axis (x^T materialised behind a
-    # barrier), not the leading-axis contraction autodiff emits, which
-    # XLA:CPU runs ≈2× slower; lowered for a GPU it is that plain
-    # contraction, with no barrier to block fusion.
-    net = QNetwork(2)
+    # barrier; for one output unit g^T x, a reshape of g), not the
+    # leading-axis contraction autodiff emits, which XLA:CPU runs ≈2×
+    # slower; lowered for a GPU it is that plain contraction, with no
+    # barrier to block fusion.
+    net = QNetwork(outputs)
     obs = jnp.ones((128, 4))
     params = net.init(jax.random.key(0), obs[0])
     text = _lowered_for(
