@@ -110,7 +110,13 @@ def test_rows_of_four_updates_and_a_resume_keep_the_final_return(plain, tmp_path
     assert rest.updates.tolist() == [4, 8, 12, 16, 20, 24]
     expected = jax.device_get(log_rows(plain.metrics, 4))  # NaN rows weigh 0
     for name, values in expected.items():
-        np.testing.assert_allclose(rest.metrics[name], values, rtol=1e-5, err_msg=name)
+        # atol: pg_loss averages to ~1e-8 here, and under the suite's
+        # compile-speed flags the one-shot and segmented programs may sum the
+        # value head's kernel gradient in another order (the programs are
+        # bitwise equal under XLA's defaults: test_runner).
+        np.testing.assert_allclose(
+            rest.metrics[name], values, rtol=1e-5, atol=1e-6, err_msg=name
+        )
     assert rest.final_return == plain.final_return
     rows = read_metrics(out / "metrics.jsonl")
     assert [r["update"] for r in rows] == [4, 8, 12, 16, 20, 24]
