@@ -66,8 +66,7 @@ def _kernel_gradient_cpu(x_rows, g_rows, precision):
         # One output unit: g^T x is [1, M] x [M, K], and both g^T and the
         # [K, 1] result are reshapes of what exists, not copies.
         g_row = g_rows.reshape(1, rows)
-        dkernel = jnp.matmul(g_row, x_rows, precision=precision)
-        return jax.lax.optimization_barrier(dkernel).reshape(k, n)
+        return jnp.matmul(g_row, x_rows, precision=precision).reshape(k, n)
     # x^T materialised behind a barrier, so XLA cannot fold the transpose
     # back into a leading-axis contraction (see dense_matmul).
     return jnp.matmul(
