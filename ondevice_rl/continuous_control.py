@@ -158,9 +158,16 @@ class TwinCritic(nn.Module):
             Critic,
             variable_axes={"params": 0},
             split_rngs={"params": True},
-            in_axes=None,
+            in_axes=0,
             out_axes=-1,
             axis_size=self.num_critics,
+        )
+        # Each critic gets its own (broadcast) copy of the inputs: with shared
+        # inputs the first layers fuse into one [..., num_critics * H] matmul
+        # whose output every later layer reads transposed.
+        n = self.num_critics
+        obs, action = jax.tree.map(
+            lambda a: jnp.broadcast_to(a, (n, *a.shape)), (obs, action)
         )
         return ensemble(self.hidden, self.activation, self.obs_ndim, self.conv)(
             obs, action

@@ -131,7 +131,7 @@ def test_conv3x3_gradients_under_vmap_and_scan_equal_flax_conv():
 
 
 @pytest.mark.parametrize("lead", [(), (7,), (3, 5)])
-@pytest.mark.parametrize("out", [4, 1])  # 1: a value head's g^T x form
+@pytest.mark.parametrize("out", [4, 2, 1])  # 2, 1: g^T x forms (M large)
 def test_dense_matmul_values_and_gradients_match_numpy(lead, out):
     rng = np.random.default_rng(0)
     x = rng.normal(size=lead + (6,)).astype(np.float32)
@@ -149,12 +149,12 @@ def test_dense_matmul_values_and_gradients_match_numpy(lead, out):
     np.testing.assert_allclose(dkernel, rows_x.T @ rows_g, rtol=1e-5, atol=1e-5)
 
 
-@pytest.mark.parametrize("out", [5, 1])
-def test_dense_matmul_gradients_match_autodiff_under_vmap(out):
+@pytest.mark.parametrize(("out", "members"), [(5, 4), (2, 4), (2, 1), (1, 4)])
+def test_dense_matmul_gradients_match_autodiff_under_vmap(out, members):
     keys = jax.random.split(jax.random.key(0), 3)
-    x = jax.random.normal(keys[0], (4, 9, 6))  # [P, M, K]: one batch per member
-    kernel = jax.random.normal(keys[1], (4, 6, out))
-    g = jax.random.normal(keys[2], (4, 9, out))
+    x = jax.random.normal(keys[0], (members, 9, 6))  # [P, M, K]: a batch each
+    kernel = jax.random.normal(keys[1], (members, 6, out))
+    g = jax.random.normal(keys[2], (members, 9, out))
 
     def grads(matmul):
         def one(x, kernel, g):
@@ -171,34 +171,52 @@ def _lowered_for(platform, fn, *args):
     return jax.export.export(jax.jit(fn), platforms=[platform])(*args).mlir_module()
 
 
+# The head's kernel gradient lowered for CPU, by output units and members:
+# (its dot's operand shapes, optimisation barriers in the whole program).
+# One unit: g^T x with g^T a reshape. Two, one run: g^T x, g^T and the
+# product behind barriers. Two, a population: x^T g, x^T behind a barrier.
+CPU_HEAD = {
+    (1, 1): ("1x128", "128x84", 2),
+    (2, 1): ("2x128", "128x84", 4),
+    (1, 3): ("1x128", "3x128x84", 2),  # the cotangent is shared
+    (2, 3): ("3x84x128", "3x128x2", 3),
+}
+
+
 @pytest.mark.parametrize("platform", ["cpu", "cuda"])
 @pytest.mark.parametrize("outputs", [2, 1])
-def test_kernel_gradient_layout_is_chosen_per_platform(platform, outputs):
+@pytest.mark.parametrize("members", [1, 3])
+def test_kernel_gradient_layout_is_chosen_per_platform(platform, outputs, members):
     # The point of dense_matmul: lowered for CPU, the kernel's gradient is a
-    # dot whose lhs contracts its last axis (x^T materialised behind a
-    # barrier; for one output unit g^T x, a reshape of g), not the
-    # leading-axis contraction autodiff emits, which XLA:CPU runs ≈2×
-    # slower; lowered for a GPU it is that plain contraction, with no
-    # barrier to block fusion.
+    # dot whose lhs contracts its last axis, not the leading-axis
+    # contraction autodiff emits, which XLA:CPU runs ≈2× slower; lowered for
+    # a GPU it is that plain contraction, with no barrier to block fusion.
     net = QNetwork(outputs)
     obs = jnp.ones((128, 4))
     params = net.init(jax.random.key(0), obs[0])
-    text = _lowered_for(
-        platform, jax.grad(lambda p: jnp.sum(net.apply(p, obs))), params
-    )
+
+    def grad(params):
+        return jax.grad(lambda p: jnp.sum(net.apply(p, obs)))(params)
+
+    if members > 1:
+        params = jax.tree.map(lambda a: jnp.stack([a] * members), params)
+        grad = jax.vmap(grad)
+    text = _lowered_for(platform, grad, params)
     dots = re.findall(
-        r"stablehlo\.dot_general .*contracting_dims = (\[.*?\] x \[.*?\])", text
+        r"stablehlo\.dot_general .*contracting_dims = \[(\d)\] x \[\d\] : "
+        r"\(tensor<([\dx]+)xf32>, tensor<([\dx]+)xf32>\)",
+        text,
     )
     assert len(dots) == 2 + 2 + 3  # forward, input and kernel gradients (live)
-    leading = dots.count("[0] x [0]")
+    # The slow form: a lhs that contracts an axis other than its last.
+    transposed = sum(int(axis) != lhs.count("x") for axis, lhs, _ in dots)
     barriers = text.count("stablehlo.optimization_barrier")
-    cpu_barriers = 3 if outputs > 1 else 2  # the one-unit head needs none
-    assert (barriers, leading) == ((cpu_barriers, 0) if platform == "cpu" else (0, 3))
-    # The head's kernel gradient: [1, 128] x [128, 84] for one output unit
-    # on CPU; with two, x^T [84, 128] x [128, 2].
-    head = re.findall(r"\(tensor<(\d+)x128xf32>, tensor<128x(\d+)xf32>\)", text)
-    expected = ("1", "84") if outputs == 1 else ("84", str(outputs))
-    assert (expected in head) == (platform == "cpu")
+    lhs, rhs, cpu_barriers = CPU_HEAD[outputs, members]
+    if platform == "cpu":
+        assert (barriers, transposed) == (cpu_barriers, 0)
+        assert any(dot[1:] == (lhs, rhs) for dot in dots)
+    else:
+        assert (barriers, transposed) == (0, 3)
 
 
 @pytest.mark.parametrize("platform", ["cpu", "cuda"])
