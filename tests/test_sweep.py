@@ -495,7 +495,7 @@ def test_population_of_256_cartpole_members_on_cpu():
     assert result.best.last10pct_mean > 100.0
 
 
-def test_seed_sets_state_iqm_ci_and_worst_seed_per_set(base, tmp_path):
+def test_seed_sets_state_iqm_ci_and_worst_seed_per_set(base, tmp_path, capsys):
     """``python -m ondevice_rl.train.sweep.seed_sets``: a recipe over disjoint
     sets of seeds (here TINY, 2 sets of 4: the fixture's program)."""
     from ondevice_rl.train.sweep import seed_sets
@@ -539,9 +539,15 @@ def test_seed_sets_state_iqm_ci_and_worst_seed_per_set(base, tmp_path):
     # nothing and states the same.
     where = tmp_path / "checkpointed"
     for resumed_from in (0, 3):
-        rounds = seed_sets.measure(TINY, 2, 4, 10, 3, where, round_updates=2)
+        rounds = seed_sets.measure(
+            TINY, 2, 4, 10, 3, where, round_updates=2, progress=True
+        )
         assert rounds["sets"] == record["sets"]
         assert rounds["resumed_from"] == resumed_from
+    # Its progress lines name the seed sets, not the search they run on.
+    lines = capsys.readouterr().err.splitlines()
+    assert any(line.startswith("seed sets: 3/3 rounds") for line in lines), lines
+    assert not any("search" in line for line in lines), lines
     assert sorted(p.name for p in (where / "search").iterdir()) == [
         "round-2", "round-3"
     ]  # fmt: skip

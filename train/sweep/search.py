@@ -51,7 +51,7 @@ def search_plan(
     search: Mapping[str, Any],
     strategy: Any,
     *,
-    progress: bool = False,
+    progress: bool | str = False,
     out: Path | None = None,
     resume: bool = False,
     on_round: RoundCallback | None = None,
@@ -61,7 +61,9 @@ def search_plan(
     """Runs ``strategy`` over ``plan``'s members (see ``run_search``);
     ``sample_seed`` also seeds the strategy's own random choices; ``setup``
     goes to ``search_setup.prepare`` (``round_updates``, ``score_episodes``,
-    ``memory_budget_bytes``, ``mesh``, ``cache``, ``solo_keys``)."""
+    ``memory_budget_bytes``, ``mesh``, ``cache``, ``solo_keys``).
+    ``progress``: a line per round on stderr, titled ``"<strategy> search"``
+    or, given a string, by it."""
     score_episodes = setup.setdefault("score_episodes", DEFAULT_SCORE_EPISODES)
     setup = prepare(plan, search, strategy, **setup)
     cache = setup.programs.cache
@@ -108,12 +110,12 @@ def _run_rounds(
     step, rounds = setup.step(), setup.rounds()
     extras = list(put_sharded(setup.extras, programs.replicated))
     seed = np.uint32(strategy_seed(sample_seed))
-    show = progress and jax.process_index() == 0
-    name = setup.strategy.name
+    show = bool(progress) and jax.process_index() == 0
+    title = progress if isinstance(progress, str) else f"{setup.strategy.name} search"
     stop_message = "stopping after the running round"
     with (
         stop_at_boundary(_to_stderr, stop_message) as stop,
-        ProgressBar(len(lengths), f"{name} search", "rounds", show) as bar,
+        ProgressBar(len(lengths), title, "rounds", show) as bar,
     ):
         bar.skip(done)
         for r in range(done, len(lengths)):
