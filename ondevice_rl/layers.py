@@ -76,13 +76,13 @@ def _few_units_gradient(x_rows, g_rows, precision):
     there ``x^T g`` is kept; a population of one is one run."""
 
     @jax.custom_batching.custom_vmap
-    def gradient(x, g):
+    def one_run(x, g):
         # Both transposes behind barriers, or XLA folds them back into the
         # leading-axis contraction.
         barrier = jax.lax.optimization_barrier
         return barrier(jnp.matmul(barrier(g.T), x, precision=precision)).T
 
-    @gradient.def_vmap
+    @one_run.def_vmap
     def population(axis_size, in_batched, x, g):
         x, g = (
             a if batched else jnp.broadcast_to(a, (axis_size, *a.shape))
@@ -91,6 +91,17 @@ def _few_units_gradient(x_rows, g_rows, precision):
         if axis_size == 1:
             return gradient(x[0], g[0])[None], True
         return _copied_x_gradient(x, g, precision), True
+
+    # custom_vmap has no derivative rules; the product is bilinear, so its
+    # tangent is the same product twice (a Hessian through the layer).
+    @jax.custom_jvp
+    def gradient(x, g):
+        return one_run(x, g)
+
+    @gradient.defjvp
+    def gradient_jvp(primals, tangents):
+        (x, g), (dx, dg) = primals, tangents
+        return gradient(x, g), gradient(dx, g) + gradient(x, dg)
 
     return gradient(x_rows, g_rows)
 
