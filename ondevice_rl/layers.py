@@ -92,8 +92,9 @@ def _few_units_gradient(x_rows, g_rows, precision):
             return gradient(x[0], g[0])[None], True
         return _copied_x_gradient(x, g, precision), True
 
-    # custom_vmap has no derivative rules; the product is bilinear, so its
-    # tangent is the same product twice (a Hessian through the layer).
+    # custom_vmap has no derivative rules. The product is bilinear: its
+    # tangent is the same product twice, taken in the x^T g form, which
+    # reverse mode can transpose (Hessians, gradients of gradients).
     @jax.custom_jvp
     def gradient(x, g):
         return one_run(x, g)
@@ -101,7 +102,8 @@ def _few_units_gradient(x_rows, g_rows, precision):
     @gradient.defjvp
     def gradient_jvp(primals, tangents):
         (x, g), (dx, dg) = primals, tangents
-        return gradient(x, g), gradient(dx, g) + gradient(x, dg)
+        product = functools.partial(_copied_x_gradient, precision=precision)
+        return gradient(x, g), product(dx, g) + product(x, dg)
 
     return gradient(x_rows, g_rows)
 

@@ -167,20 +167,27 @@ def test_dense_matmul_gradients_match_autodiff_under_vmap(out, members):
 
 
 @pytest.mark.parametrize("members", [0, 1, 3])  # 0: no vmap
-def test_dense_matmul_hessian_matches_autodiff(members):
-    # Forward over reverse through the few-unit gradient (2 outputs, M = 9).
+def test_dense_matmul_second_derivatives_match_autodiff(members):
+    # Forward over reverse (a Hessian) and reverse over reverse (a gradient's
+    # gradient) through the few-unit kernel gradient (2 outputs, M = 9).
     x = jax.random.normal(jax.random.key(0), (9, 6))
     kernel = 0.3 * jax.random.normal(jax.random.key(1), (max(members, 1), 6, 2))
 
-    def hessian(matmul):
-        one = jax.hessian(lambda k: jnp.sum(jnp.tanh(matmul(x, k)) ** 2))
-        return jax.jit(jax.vmap(one) if members else one)(
+    def second(matmul):
+        def loss(k):
+            return jnp.sum(jnp.tanh(matmul(x, k)) ** 2)
+
+        def both(k):
+            return jax.hessian(loss)(k), jax.grad(
+                lambda k: jnp.sum(jax.grad(loss)(k) ** 2)
+            )(k)
+
+        return jax.jit(jax.vmap(both) if members else both)(
             kernel if members else kernel[0]
         )
 
-    np.testing.assert_allclose(
-        hessian(dense_matmul), hessian(jnp.matmul), rtol=1e-4, atol=1e-5
-    )
+    for ours, plain in zip(second(dense_matmul), second(jnp.matmul), strict=True):
+        np.testing.assert_allclose(ours, plain, rtol=1e-4, atol=1e-5)
 
 
 def _lowered_for(platform, fn, *args):
