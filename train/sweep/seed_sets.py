@@ -100,8 +100,8 @@ def _trained(config, seeds, checkpoints, kwargs):
         return returns, [result.params[m.index] for m in done], result.seconds, 0
     from ondevice_rl.train.sweep.search import run_search
 
-    if kwargs.get("progress"):
-        kwargs["progress"] = "seed sets"  # not the strategy's "random search"
+    if kwargs.get("progress"):  # titled by what it is, not "random search"
+        kwargs = {**kwargs, "progress": "seed sets"}
     result = run_search(
         config,
         "random",
