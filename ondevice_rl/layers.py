@@ -108,7 +108,60 @@ def _few_units_gradient(x_rows, g_rows, precision):
     return gradient(x_rows, g_rows)
 
 
-def _kernel_gradient_cpu(x_rows, g_rows, precision):
+def _recomputed_input_gradient(x_rows, g_rows, precision):
+    """``x^T g``, ``[K, N]``, for an input ``x`` that is a cheap elementwise
+    result (a ReLU or swish of the layer before): copied ``x^T`` in a run
+    outside ``vmap`` and in a population, the plain leading-axis contraction
+    where a ``vmap`` of size one encloses it (a population of one: the
+    activations carry a size-one axis, and XLA:CPU then recomputes the
+    activation inside the transposed copy, strided, which cost more than
+    the slower contraction saves). The decision is taken per ``vmap`` level
+    from the innermost out: the first level of size one, at any depth,
+    picks the plain form for itself and the member axes inside it (a run's
+    twin critics in a population of one); levels outside it batch that
+    form."""
+    copied = functools.partial(_copied_x_gradient, precision=precision)
+    plain = functools.partial(_kernel_gradient, precision=precision)
+
+    def over(members: int, gradient):
+        for _ in range(members):
+            gradient = jax.vmap(gradient)
+        return gradient
+
+    def at_depth(members: int):
+        """The gradient of ``[*P, M, K]``, ``[*P, M, N]`` with ``members``
+        leading member axes ``P``."""
+
+        @jax.custom_batching.custom_vmap
+        def run(x, g):
+            return over(members, copied)(x, g)
+
+        @run.def_vmap
+        def level(axis_size, in_batched, x, g):
+            if not all(in_batched):  # a shared operand: no broadcast copy
+                axes = tuple(0 if b else None for b in in_batched)
+                return jax.vmap(over(members, copied), in_axes=axes)(x, g), True
+            if axis_size == 1:
+                return over(members, plain)(x[0], g[0])[None], True
+            return at_depth(members + 1)(x, g), True
+
+        return run
+
+    # custom_vmap has no derivative rules; the product is bilinear (see
+    # _few_units_gradient).
+    @jax.custom_jvp
+    def gradient(x, g):
+        return at_depth(0)(x, g)
+
+    @gradient.defjvp
+    def gradient_jvp(primals, tangents):
+        (x, g), (dx, dg) = primals, tangents
+        return gradient(x, g), copied(dx, g) + copied(x, dg)
+
+    return gradient(x_rows, g_rows)
+
+
+def _kernel_gradient_cpu(x_rows, g_rows, precision, recomputed_input):
     (rows, k), n = x_rows.shape, g_rows.shape[-1]
     if n == 1:
         # One output unit: g^T x is [1, M] x [M, K], and both g^T and the
@@ -117,6 +170,8 @@ def _kernel_gradient_cpu(x_rows, g_rows, precision):
         return jnp.matmul(g_row, x_rows, precision=precision).reshape(k, n)
     if n * (rows + k) < rows * k:
         return _few_units_gradient(x_rows, g_rows, precision)
+    if recomputed_input:
+        return _recomputed_input_gradient(x_rows, g_rows, precision)
     return _copied_x_gradient(x_rows, g_rows, precision)
 
 
@@ -124,8 +179,10 @@ def _kernel_gradient(x_rows, g_rows, precision):
     return _dot(x_rows, g_rows, ((0,), (0,)), precision)
 
 
-@functools.partial(jax.custom_vjp, nondiff_argnums=(2,))
-def dense_matmul(x: jax.Array, kernel: jax.Array, precision=None) -> jax.Array:
+@functools.partial(jax.custom_vjp, nondiff_argnums=(2, 3))
+def dense_matmul(
+    x: jax.Array, kernel: jax.Array, precision=None, recomputed_input: bool = False
+) -> jax.Array:
     """``x [..., K] @ kernel [K, N] -> [..., N]``, with a gradient laid out
     for XLA:CPU's fast matmul when lowered for CPU.
 
@@ -143,7 +200,11 @@ def dense_matmul(x: jax.Array, kernel: jax.Array, precision=None) -> jax.Array:
     ``g^T`` is then a reshape, where ``x^T`` would be a ``[K, M]`` copy
     that XLA fuses with the activation before it; a layer with few output
     units (``N (M + K) < M K``: a policy head) outside a population also
-    takes ``g^T x``, copying the small ``g^T``; on GPU and TPU, whose matmuls
+    takes ``g^T x``, copying the small ``g^T``; ``recomputed_input`` says
+    ``x`` is a cheap elementwise result that XLA:CPU recomputes inside the
+    copy of ``x^T`` under a ``vmap`` of size one (a ReLU or swish), where
+    the plain contraction is faster (``_recomputed_input_gradient``); on GPU
+    and TPU, whose matmuls
     take transposed operands natively and where a barrier would only block
     fusion, it is the plain leading-axis contraction. The choice is made
     when the program is lowered for a platform (``platform_dependent``), so
@@ -154,11 +215,12 @@ def dense_matmul(x: jax.Array, kernel: jax.Array, precision=None) -> jax.Array:
     return jnp.matmul(x, kernel, precision=precision)
 
 
-def _dense_matmul_fwd(x, kernel, precision):
+def _dense_matmul_fwd(x, kernel, precision, recomputed_input):
+    del recomputed_input
     return jnp.matmul(x, kernel, precision=precision), (x, kernel)
 
 
-def _dense_matmul_bwd(precision, saved, g):
+def _dense_matmul_bwd(precision, recomputed_input, saved, g):
     x, kernel = saved
     dx = _dot(g, kernel, ((g.ndim - 1,), (1,)), precision)
     x_rows = x.reshape(-1, x.shape[-1])  # [M, K]
@@ -166,7 +228,11 @@ def _dense_matmul_bwd(precision, saved, g):
     dkernel = jax.lax.platform_dependent(
         x_rows,
         g_rows,
-        cpu=functools.partial(_kernel_gradient_cpu, precision=precision),
+        cpu=functools.partial(
+            _kernel_gradient_cpu,
+            precision=precision,
+            recomputed_input=recomputed_input,
+        ),
         default=functools.partial(_kernel_gradient, precision=precision),
     )
     return dx, dkernel
@@ -175,24 +241,31 @@ def _dense_matmul_bwd(precision, saved, g):
 dense_matmul.defvjp(_dense_matmul_fwd, _dense_matmul_bwd)
 
 
-def _dense_dot_general(lhs, rhs, dimension_numbers, precision=None, **_):
+def _dense_dot_general(
+    lhs, rhs, dimension_numbers, precision=None, recomputed_input=False, **_
+):
     """``nn.Dense``'s ``dot_general`` hook: its one contraction (``lhs``'s
     last axis with ``rhs``'s first) as ``dense_matmul``, at the layer's
     ``precision`` (None, as our layers leave it: the default in force)."""
     contract, batch = dimension_numbers
     if contract != ((lhs.ndim - 1,), (0,)) or batch != ((), ()):
         raise ValueError(f"dense_matmul takes a Dense contraction, got {contract}")
-    return dense_matmul(lhs, rhs, precision)
+    return dense_matmul(lhs, rhs, precision, recomputed_input)
 
 
-def dense(features: int, scale: float) -> nn.Dense:
+_RECOMPUTED_INPUT_DOT = functools.partial(_dense_dot_general, recomputed_input=True)
+
+
+def dense(features: int, scale: float, recomputed_input: bool = False) -> nn.Dense:
     """An ``nn.Dense`` with zero biases, an orthogonal kernel of gain ``scale``
-    (one member at a time on CPU) and ``dense_matmul`` as its matmul."""
+    (one member at a time on CPU) and ``dense_matmul`` as its matmul;
+    ``recomputed_input``: the input is a cheap activation (see
+    ``dense_matmul``)."""
     return nn.Dense(
         features,
         kernel_init=sequential_under_vmap(nn.initializers.orthogonal(scale)),
         bias_init=nn.zeros,
-        dot_general=_dense_dot_general,
+        dot_general=_RECOMPUTED_INPUT_DOT if recomputed_input else _dense_dot_general,
     )
 
 

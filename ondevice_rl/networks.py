@@ -20,6 +20,10 @@ import numpy as np
 from ondevice_rl.layers import Conv3x3, dense
 
 ACTIVATIONS = {"tanh": nn.tanh, "relu": nn.relu, "gelu": nn.gelu, "swish": nn.swish}
+#: Activations cheap enough that XLA:CPU recomputes them where their output
+#: is read again (``dense``'s ``recomputed_input``); tanh and GELU are
+#: computed once. A LayerNorm before the activation is read as it is.
+CHEAP_ACTIVATIONS = frozenset({"relu", "swish"})
 #: Channels of the image torso's 3×3 convolutions (stride 1, VALID padding):
 #: MinAtar's one layer of 16 (Young & Tian, 2019), ``[10, 10, C] -> [1024]``.
 CONV_CHANNELS = (16,)
@@ -62,12 +66,13 @@ class MLP(nn.Module):
     def __call__(self, x: jax.Array) -> jax.Array:
         act = ACTIVATIONS[self.activation]
         x = torso(x, self.obs_ndim, self.conv)
-        for width in self.hidden:
-            x = dense(width, np.sqrt(2))(x)
+        cheap = self.activation in CHEAP_ACTIVATIONS and not self.layer_norm
+        for i, width in enumerate(self.hidden):
+            x = dense(width, np.sqrt(2), recomputed_input=cheap and i > 0)(x)
             if self.layer_norm:
                 x = nn.LayerNorm()(x)
             x = act(x)
-        return dense(self.out, self.out_scale)(x)
+        return dense(self.out, self.out_scale, recomputed_input=cheap)(x)
 
 
 class QNetwork(nn.Module):

@@ -149,29 +149,41 @@ def test_dense_matmul_values_and_gradients_match_numpy(lead, out):
     np.testing.assert_allclose(dkernel, rows_x.T @ rows_g, rtol=1e-5, atol=1e-5)
 
 
-@pytest.mark.parametrize(("out", "members"), [(5, 4), (2, 4), (2, 1), (1, 4)])
-def test_dense_matmul_gradients_match_autodiff_under_vmap(out, members):
+@pytest.mark.parametrize(
+    ("out", "members", "recomputed"),
+    [(5, (4,), False), (2, (4,), False), (2, (1,), False), (1, (4,), False)]
+    + [(5, m, True) for m in [(), (1,), (4,), (2, 1), (1, 2), (2, 3)]],
+)
+def test_dense_matmul_gradients_match_autodiff_under_vmap(out, members, recomputed):
+    # members: the sizes of nested vmaps, outermost first.
     keys = jax.random.split(jax.random.key(0), 3)
-    x = jax.random.normal(keys[0], (members, 9, 6))  # [P, M, K]: a batch each
-    kernel = jax.random.normal(keys[1], (members, 6, out))
-    g = jax.random.normal(keys[2], (members, 9, out))
+    x = jax.random.normal(keys[0], (*members, 9, 6))  # [*P, M, K]: a batch each
+    kernel = jax.random.normal(keys[1], (*members, 6, out))
+    g = jax.random.normal(keys[2], (*members, 9, out))
 
     def grads(matmul):
         def one(x, kernel, g):
             return jax.grad(lambda x, k: jnp.sum(matmul(x, k) * g), (0, 1))(x, kernel)
 
-        return jax.jit(jax.vmap(one))(x, kernel, g)
+        for _ in members:
+            one = jax.vmap(one)
+        return jax.jit(one)(x, kernel, g)
 
-    for ours, plain in zip(grads(dense_matmul), grads(jnp.matmul), strict=True):
-        np.testing.assert_allclose(ours, plain, rtol=1e-5, atol=1e-5)
+    def ours(x, kernel):
+        return dense_matmul(x, kernel, None, recomputed)
+
+    for a, b in zip(grads(ours), grads(jnp.matmul), strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5)
 
 
 @pytest.mark.parametrize("members", [0, 1, 3])  # 0: no vmap
-def test_dense_matmul_second_derivatives_match_autodiff(members):
+@pytest.mark.parametrize("out", [2, 5])
+def test_dense_matmul_second_derivatives_match_autodiff(members, out):
     # Forward over reverse (a Hessian) and reverse over reverse (a gradient's
-    # gradient) through the few-unit kernel gradient (2 outputs, M = 9).
+    # gradient) through the few-unit kernel gradient (2 outputs, M = 9) and
+    # a recomputed input's (5 outputs).
     x = jax.random.normal(jax.random.key(0), (9, 6))
-    kernel = 0.3 * jax.random.normal(jax.random.key(1), (max(members, 1), 6, 2))
+    kernel = 0.3 * jax.random.normal(jax.random.key(1), (max(members, 1), 6, out))
 
     def second(matmul):
         def loss(k):
@@ -186,8 +198,11 @@ def test_dense_matmul_second_derivatives_match_autodiff(members):
             kernel if members else kernel[0]
         )
 
-    for ours, plain in zip(second(dense_matmul), second(jnp.matmul), strict=True):
-        np.testing.assert_allclose(ours, plain, rtol=1e-4, atol=1e-5)
+    def ours(x, kernel):
+        return dense_matmul(x, kernel, None, recomputed_input=out == 5)
+
+    for a, b in zip(second(ours), second(jnp.matmul), strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
 
 
 def _lowered_for(platform, fn, *args):
@@ -241,6 +256,46 @@ def test_kernel_gradient_layout_is_chosen_per_platform(platform, outputs, member
         assert any(dot[1:] == (lhs, rhs) for dot in dots)
     else:
         assert (barriers, transposed) == (0, 3)
+
+
+@pytest.mark.parametrize(
+    ("activation", "members", "plain"),
+    [
+        ("relu", (), 0),  # one run: x^T copied
+        ("relu", (1,), 1),  # a population of one: the hidden layer's plain
+        ("relu", (3,), 0),  # a population: x^T copied
+        ("relu", (2, 1), 1),  # a size-one level at any depth
+        ("relu", (1, 2), 1),  # (a run's twin critics in a population of one)
+        ("tanh", (1,), 0),  # tanh is computed once: its x^T is a plain copy
+    ],
+)
+def test_recomputed_input_gradient_is_plain_in_a_population_of_one(
+    activation, members, plain
+):
+    # The 120 -> 84 layer reads a ReLU: under a vmap of size one, XLA:CPU
+    # recomputes the ReLU inside the transposed copy, so that layer's kernel
+    # gradient is the plain leading-axis contraction there, and x^T g
+    # elsewhere. The first layer (observations) and the 2-unit head keep
+    # their forms.
+    net = QNetwork(2, activation=activation)
+    obs = jnp.ones((128, 4))
+    params = net.init(jax.random.key(0), obs[0])
+
+    def grad(params):
+        return jax.grad(lambda p: jnp.sum(net.apply(p, obs)))(params)
+
+    for size in reversed(members):
+        params = jax.tree.map(lambda a, n=size: jnp.stack([a] * n), params)
+        grad = jax.vmap(grad)
+    text = _lowered_for("cpu", grad, params)
+    dots = re.findall(
+        r"stablehlo\.dot_general .*contracting_dims = \[(\d)\] x \[\d\] : "
+        r"\(tensor<([\dx]+)xf32>, tensor<([\dx]+)xf32>\)",
+        text,
+    )
+    leading = [lhs for axis, lhs, _ in dots if int(axis) != lhs.count("x")]
+    assert len(leading) == plain
+    assert all(lhs.endswith("128x120") for lhs in leading)
 
 
 @pytest.mark.parametrize("platform", ["cpu", "cuda"])
