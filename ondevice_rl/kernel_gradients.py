@@ -34,6 +34,25 @@ def _copied_x_gradient(x_rows, g_rows, precision):
     return jnp.matmul(x_t, g_rows, precision=precision)
 
 
+def _differentiable(product, copied_x):
+    """``product`` (a ``custom_vmap`` function of ``(x, g)``, which has no
+    derivative rules) with a tangent: the product is bilinear, so its
+    tangent is the same product twice, taken in the ``x^T g`` form
+    ``copied_x``, which reverse mode can transpose (Hessians, gradients of
+    gradients)."""
+
+    @jax.custom_jvp
+    def gradient(x, g):
+        return product(x, g)
+
+    @gradient.defjvp
+    def gradient_jvp(primals, tangents):
+        (x, g), (dx, dg) = primals, tangents
+        return gradient(x, g), copied_x(dx, g) + copied_x(x, dg)
+
+    return gradient
+
+
 def _few_units_gradient(x_rows, g_rows, precision):
     """``(g^T x)^T``, ``[K, N]``: moves ``N (M + K)`` elements, not ``x^T``'s
     ``M K``. In a population (``vmap``, more than one member) the batched
@@ -59,18 +78,7 @@ def _few_units_gradient(x_rows, g_rows, precision):
         axes = tuple(0 if b else None for b in in_batched)
         return jax.vmap(copied_x, in_axes=axes)(x, g), True
 
-    # custom_vmap has no derivative rules. The product is bilinear: its
-    # tangent is the same product twice, taken in the x^T g form, which
-    # reverse mode can transpose (Hessians, gradients of gradients).
-    @jax.custom_jvp
-    def gradient(x, g):
-        return one_run(x, g)
-
-    @gradient.defjvp
-    def gradient_jvp(primals, tangents):
-        (x, g), (dx, dg) = primals, tangents
-        return gradient(x, g), copied_x(dx, g) + copied_x(x, dg)
-
+    gradient = _differentiable(one_run, copied_x)
     return gradient(x_rows, g_rows)
 
 
@@ -80,8 +88,8 @@ def _recomputed_input_gradient(x_rows, g_rows, precision):
     outside ``vmap`` and in a population, the plain leading-axis contraction
     where a ``vmap`` of size one encloses it (a population of one: the
     activations carry a size-one axis, and XLA:CPU then recomputes the
-    activation inside the transposed copy, strided, which cost more than
-    the slower contraction saves). The decision is taken per ``vmap`` level
+    activation inside the transposed copy, a strided loop that costs more
+    than the plain contraction loses). The decision is taken per ``vmap`` level
     from the innermost out: the first level of size one, at any depth,
     picks the plain form for itself and the member axes inside it (a run's
     twin critics in a population of one); levels outside it batch that
@@ -113,18 +121,7 @@ def _recomputed_input_gradient(x_rows, g_rows, precision):
 
         return run
 
-    # custom_vmap has no derivative rules; the product is bilinear (see
-    # _few_units_gradient).
-    @jax.custom_jvp
-    def gradient(x, g):
-        return at_depth(0)(x, g)
-
-    @gradient.defjvp
-    def gradient_jvp(primals, tangents):
-        (x, g), (dx, dg) = primals, tangents
-        return gradient(x, g), copied(dx, g) + copied(x, dg)
-
-    return gradient(x_rows, g_rows)
+    return _differentiable(at_depth(0), copied)(x_rows, g_rows)
 
 
 def kernel_gradient_cpu(x_rows, g_rows, precision, recomputed_input):
