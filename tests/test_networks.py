@@ -152,7 +152,7 @@ def test_dense_matmul_values_and_gradients_match_numpy(lead, out):
 @pytest.mark.parametrize(
     ("out", "members", "recomputed"),
     [(5, (4,), False), (2, (4,), False), (2, (1,), False), (1, (4,), False)]
-    + [(5, m, True) for m in [(), (1,), (4,), (2, 1), (1, 2), (2, 3)]],
+    + [(5, m, True) for m in [(), (1,), (2, 1), (1, 2), (2, 3)]],
 )
 def test_dense_matmul_gradients_match_autodiff_under_vmap(out, members, recomputed):
     # members: the sizes of nested vmaps, outermost first.
@@ -176,9 +176,8 @@ def test_dense_matmul_gradients_match_autodiff_under_vmap(out, members, recomput
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5)
 
 
-@pytest.mark.parametrize("members", [0, 1, 3])  # 0: no vmap
-@pytest.mark.parametrize("out", [2, 5])
-def test_dense_matmul_second_derivatives_match_autodiff(members, out):
+@pytest.mark.parametrize(("members", "out"), [(0, 2), (1, 2), (3, 2), (1, 5)])
+def test_dense_matmul_second_derivatives_match_autodiff(members, out):  # 0: no vmap
     # Forward over reverse (a Hessian) and reverse over reverse (a gradient's
     # gradient) through the few-unit kernel gradient (2 outputs, M = 9) and
     # a recomputed input's (5 outputs).
