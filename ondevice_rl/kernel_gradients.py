@@ -89,8 +89,8 @@ def _recomputed_input_gradient(x_rows, g_rows, precision):
     where a ``vmap`` of size one encloses it (a population of one: the
     activations carry a size-one axis, and XLA:CPU then recomputes the
     activation inside the transposed copy, a strided loop that costs more
-    than the plain contraction loses). The decision is taken per ``vmap`` level
-    from the innermost out: the first level of size one, at any depth,
+    than the plain contraction loses). The decision is taken per ``vmap``
+    level from the innermost out: the first level of size one, at any depth,
     picks the plain form for itself and the member axes inside it (a run's
     twin critics in a population of one); levels outside it batch that
     form."""
@@ -112,11 +112,13 @@ def _recomputed_input_gradient(x_rows, g_rows, precision):
 
         @run.def_vmap
         def level(axis_size, in_batched, x, g):
+            if axis_size == 1:
+                pairs = zip((x, g), in_batched, strict=True)
+                x, g = (a[0] if b else a for a, b in pairs)
+                return over(members, plain)(x, g)[None], True
             if not all(in_batched):  # a shared operand: no broadcast copy
                 axes = tuple(0 if b else None for b in in_batched)
                 return jax.vmap(over(members, copied), in_axes=axes)(x, g), True
-            if axis_size == 1:
-                return over(members, plain)(x[0], g[0])[None], True
             return at_depth(members + 1)(x, g), True
 
         return run
