@@ -152,8 +152,7 @@ def gradient_average(save, mesh):
         truncated=rng.random((T, B)) < 0.2,
         final_obs=normal(T, B, 4),
         extras=ActorExtras(
-            log_prob=-rng.uniform(size=(T, B)).astype(np.float32),
-            value=normal(T, B),
+            log_prob=-rng.uniform(size=(T, B)).astype(np.float32), value=None
         ),
     )
     lr = learning_rate_fn("linear", hp.learning_rate, config.num_updates, 1)
@@ -173,10 +172,11 @@ def gradient_average(save, mesh):
     new_params = _compile(sharded, params, opt_state, traj)(params, opt_state, traj)
 
     def shard_grad(params, part):
+        values = net.apply(params, part.obs, method=ActorCritic.value)
         next_values = net.apply(params, part.final_obs, method=ActorCritic.value)
         adv, targets = gae(
             part.reward,
-            part.extras.value,
+            values,
             next_values,
             part.terminated,
             part.truncated,
@@ -185,7 +185,7 @@ def gradient_average(save, mesh):
         )
         extras = part.extras
         batch = Minibatch(
-            part.obs, part.action, extras.log_prob, extras.value, adv, targets
+            part.obs, part.action, extras.log_prob, values, adv, targets
         )
         batch = jax.tree.map(lambda x: x.reshape((-1,) + x.shape[2:]), batch)
         return jax.grad(ppo_loss, argnums=1, has_aux=True)(

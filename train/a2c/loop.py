@@ -27,9 +27,10 @@ from ondevice_rl.train.kit.protocol import Trainer, TrainOutput, whole_run
 
 
 class ActorExtras(NamedTuple):
-    """What A2C keeps of each rollout step beside the transition, ``[B]``."""
+    """What A2C keeps of each rollout step beside the transition, ``[B]``:
+    ``value`` only with memory (else computed after the rollout, once)."""
 
-    value: jax.Array
+    value: jax.Array | None
 
 
 def make_trainer(config: A2CConfig) -> Trainer:
@@ -39,14 +40,16 @@ def make_trainer(config: A2CConfig) -> Trainer:
 
     def act(pi, key, hp, env_steps, mask):
         action = sample_action(key, pi)  # pi's logits are masked already
-        return action, setup.to_env_action(action), ActorExtras(pi.value)
+        value = pi.value if agent.memory else None
+        return action, setup.to_env_action(action), ActorExtras(value)
 
-    def batch(traj: Transition, final, hp: Hyperparams) -> Batch:
-        """Returns of the ``[T, B]`` rollout: ``traj.extras.value`` are the
-        critic's values at collection time, which are the current params'
-        (one step per rollout). Each step bootstraps from ``V(final_obs)``
-        where an episode was truncated and at the rollout's end."""
-        values, next_values = traj.extras.value, final.value
+    def batch(traj: Transition, out, final, hp: Hyperparams) -> Batch:
+        """Returns of the ``[T, B]`` rollout from the critic's values at
+        collection time, which are the current params' (one step per
+        rollout). Each step bootstraps from ``V(final_obs)`` where an
+        episode was truncated and at the rollout's end."""
+        values = traj.extras.value if out is None else out.value
+        next_values = final.value
         ends = (traj.terminated, traj.truncated)
         if config.use_gae:
             adv, targets = gae(

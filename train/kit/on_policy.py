@@ -45,10 +45,12 @@ class OnPolicyLearner(NamedTuple):
             observations (``extras`` are kept in the ``Transition``);
             ``mask`` ``[B, A]`` bool, the observations' action mask or None
             (``out`` is already masked with it: ε-greedy needs it too).
-        batch: ``(traj [T, B], final_out, hp) -> batch``, what the loss
-            learns on (returns, advantages ...; its ``obs`` field the
-            observations), leaves ``[T, B, ...]``; ``final_out`` is the
-            network's output for ``traj.final_obs`` (bootstraps).
+        batch: ``(traj [T, B], out, final_out, hp) -> batch``, what the
+            loss learns on (returns, advantages ...; its ``obs`` field the
+            observations), leaves ``[T, B, ...]``; ``out`` and
+            ``final_out`` are the network's outputs for ``traj.obs`` and
+            ``traj.final_obs`` (bootstraps), ``out`` None with memory
+            (``rollout_outputs``).
         loss: ``(apply_fn, flat_params, batch, hp) -> (loss, stats)``,
             ``stats`` a NamedTuple of scalars.
         optimizer: ``(hp, learning_rate) -> optax.GradientTransformation``
@@ -83,6 +85,25 @@ class Sequences(NamedTuple):
     obs: jax.Array
     first: jax.Array
     carry: Any  # only step 0's is read
+
+
+def rollout_outputs(agent: Agent, params: Any, traj: Transition) -> tuple[Any, Any]:
+    """``(out, final_out)``: the network's outputs for ``traj.obs`` and
+    ``traj.final_obs`` ``[T, B]``, from the params the rollout acted with.
+
+    Without memory ``out`` is computed here, over the whole rollout at once,
+    so a learner's ``act`` need not evaluate (nor store) what only its
+    returns use, such as a critic's values: a step of the rollout runs the
+    actor alone, and the critic runs as ``[T·B]``-row matmuls instead of
+    ``T`` of ``B`` rows (the same values up to the matmul kernels' summation
+    order). With
+    memory ``out`` is None: a step's output depends on the carry it was
+    acted with, so the learner keeps what it needs in its extras.
+    """
+    final = bootstrap_outputs(agent, params, traj)
+    if agent.memory:
+        return None, final
+    return agent.step(params, (), traj.obs, None)[1], final
 
 
 def bootstrap_outputs(agent: Agent, params: Any, traj: Transition) -> Any:
@@ -138,11 +159,11 @@ def on_policy_trainer(
         """The learner's batch from one ``[T, B]`` rollout, then epochs ×
         minibatches of optimiser steps; ``(params, opt_state, stats)`` with
         the stats averaged over all steps (and devices)."""
-        final = bootstrap_outputs(agent, params, traj)
+        out, final = rollout_outputs(agent, params, traj)
         memory = traj.extras[1] if agent.memory else None
         if agent.memory:
             traj = traj._replace(extras=traj.extras[0])
-        batch = learner.batch(traj, final, hp)
+        batch = learner.batch(traj, out, final, hp)
         if agent.memory:
             batch = batch._replace(obs=Sequences(batch.obs, memory.first, memory.carry))
         tx = optimizer(hp)

@@ -26,10 +26,11 @@ from ondevice_rl.train.ppo.loss import Minibatch, ppo_loss
 
 
 class ActorExtras(NamedTuple):
-    """What PPO keeps of each rollout step beside the transition, ``[B]``."""
+    """What PPO keeps of each rollout step beside the transition, ``[B]``;
+    ``value`` only with memory (else computed after the rollout, once)."""
 
     log_prob: jax.Array
-    value: jax.Array
+    value: jax.Array | None
 
 
 def make_trainer(
@@ -46,16 +47,18 @@ def make_trainer(
 
     def act(pi, key, hp, env_steps, mask):
         action = sample_action(key, pi)  # pi's logits are masked already
-        extras = ActorExtras(log_prob(pi, action), pi.value)
+        value = pi.value if agent.memory else None
+        extras = ActorExtras(log_prob(pi, action), value)
         return action, setup.to_env_action(action), extras
 
-    def batch(traj: Transition, final, hp: Hyperparams) -> Minibatch:
+    def batch(traj: Transition, out, final, hp: Hyperparams) -> Minibatch:
         """GAE over the ``[T, B]`` rollout, bootstrapping from ``V(final_obs)``
         where an episode was truncated and at the rollout's end."""
         extras = traj.extras
+        values = extras.value if out is None else out.value
         adv, targets = gae(
             traj.reward,
-            extras.value,
+            values,
             final.value,
             traj.terminated,
             traj.truncated,
@@ -63,7 +66,7 @@ def make_trainer(
             hp.gae_lambda,
         )
         return Minibatch(
-            traj.obs, traj.action, extras.log_prob, extras.value, adv, targets
+            traj.obs, traj.action, extras.log_prob, values, adv, targets
         )
 
     def optimizer(hp: Hyperparams, learning_rate) -> optax.GradientTransformation:

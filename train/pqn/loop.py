@@ -65,7 +65,7 @@ def make_trainer(config: PQNConfig) -> Trainer:
         action = epsilon_greedy(key, q, epsilon(hp, env_steps), mask)
         return action, action, ()
 
-    def batch(traj: Transition, final_q, hp: Hyperparams) -> Minibatch:
+    def batch(traj: Transition, q, final_q, hp: Hyperparams) -> Minibatch:
         """Q(λ) targets bootstrapping from ``max_a Q(final_obs, a)`` of the
         network that collected ``traj`` (truncation bootstraps, termination
         does not); fixed over the epochs."""
