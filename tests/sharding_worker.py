@@ -184,9 +184,7 @@ def gradient_average(save, mesh):
             hp.gae_lambda,
         )
         extras = part.extras
-        batch = Minibatch(
-            part.obs, part.action, extras.log_prob, values, adv, targets
-        )
+        batch = Minibatch(part.obs, part.action, extras.log_prob, values, adv, targets)
         batch = jax.tree.map(lambda x: x.reshape((-1,) + x.shape[2:]), batch)
         return jax.grad(ppo_loss, argnums=1, has_aux=True)(
             net.apply, params, batch, hp

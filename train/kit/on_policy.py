@@ -96,9 +96,9 @@ def rollout_outputs(agent: Agent, params: Any, traj: Transition) -> tuple[Any, A
     returns use, such as a critic's values: a step of the rollout runs the
     actor alone, and the critic runs as ``[T·B]``-row matmuls instead of
     ``T`` of ``B`` rows (the same values up to the matmul kernels' summation
-    order). With
-    memory ``out`` is None: a step's output depends on the carry it was
-    acted with, so the learner keeps what it needs in its extras.
+    order). With memory ``out`` is None: a step's output depends on the
+    carry it was acted with, so the learner keeps what it needs in its
+    extras.
     """
     final = bootstrap_outputs(agent, params, traj)
     if agent.memory:

@@ -65,9 +65,7 @@ def make_trainer(
             hp.gamma,
             hp.gae_lambda,
         )
-        return Minibatch(
-            traj.obs, traj.action, extras.log_prob, values, adv, targets
-        )
+        return Minibatch(traj.obs, traj.action, extras.log_prob, values, adv, targets)
 
     def optimizer(hp: Hyperparams, learning_rate) -> optax.GradientTransformation:
         return optax.chain(
