@@ -209,3 +209,46 @@ def test_fast_permutation_is_a_permutation_and_varies(n):
         if n >= 100:
             assert len({tuple(p) for p in perms}) == 200
         assert counts.max() <= 200 / n + 5 * np.sqrt(200 / n) + 2
+
+
+def _live_dots_in_scans_of(closed, length):
+    """dot_generals left in each ``lax.scan`` of ``length`` steps once dead
+    code is removed (what the compiler keeps), nested jaxprs included."""
+    from jax._src.interpreters import partial_eval as pe  # dce_jaxpr: no public name
+    from jax.extend.core import jaxprs_in_params
+
+    live, _ = pe.dce_jaxpr(closed.jaxpr, [True] * len(closed.jaxpr.outvars))
+
+    def dots(jaxpr):
+        return sum(
+            (eqn.primitive.name == "dot_general")
+            + sum(dots(sub) for sub in jaxprs_in_params(eqn.params))
+            for eqn in jaxpr.eqns
+        )
+
+    def scans(jaxpr):
+        for eqn in jaxpr.eqns:
+            if eqn.primitive.name == "scan" and eqn.params["length"] == length:
+                yield dots(eqn.params["jaxpr"].jaxpr)
+            for sub in jaxprs_in_params(eqn.params):
+                yield from scans(sub)
+
+    return list(scans(live))
+
+
+@pytest.mark.parametrize("algo", ["ppo", "a2c"])
+def test_rollout_steps_run_the_actor_alone(algo):
+    # The critic's values are computed after the rollout, in one batched pass:
+    # a rollout step keeps the actor's two hidden layers and head only.
+    from ondevice_rl.train.kit.registry import get_algorithm
+
+    algorithm = get_algorithm(algo)
+    fields = dict(num_envs=2, num_steps=7, total_timesteps=14, hidden=(8, 8))
+    if algo == "ppo":
+        fields.update(num_minibatches=1, update_epochs=1)
+    config = algorithm.config(**fields)
+    closed = jax.make_jaxpr(algorithm.make_train(config))(
+        jax.random.key(0), config.hyperparams
+    )
+    counts = _live_dots_in_scans_of(closed, 7)  # the rollout's scan, and GAE's
+    assert max(counts) == 3, counts
