@@ -211,13 +211,10 @@ def test_fast_permutation_is_a_permutation_and_varies(n):
         assert counts.max() <= 200 / n + 5 * np.sqrt(200 / n) + 2
 
 
-def _live_dots_in_scans_of(closed, length):
-    """dot_generals left in each ``lax.scan`` of ``length`` steps once dead
-    code is removed (what the compiler keeps), nested jaxprs included."""
-    from jax._src.interpreters import partial_eval as pe  # dce_jaxpr: no public name
+def _dots_in_scans_of(jaxpr, length):
+    """dot_generals in each ``lax.scan`` of ``length`` steps, nested jaxprs
+    included."""
     from jax.extend.core import jaxprs_in_params
-
-    live, _ = pe.dce_jaxpr(closed.jaxpr, [True] * len(closed.jaxpr.outvars))
 
     def dots(jaxpr):
         return sum(
@@ -233,13 +230,14 @@ def _live_dots_in_scans_of(closed, length):
             for sub in jaxprs_in_params(eqn.params):
                 yield from scans(sub)
 
-    return list(scans(live))
+    return list(scans(jaxpr))
 
 
 @pytest.mark.parametrize("algo", ["ppo", "a2c"])
 def test_rollout_steps_run_the_actor_alone(algo):
     # The critic's values are computed after the rollout, in one batched pass:
     # a rollout step keeps the actor's two hidden layers and head only.
+    from ondevice_rl.train.bench.flops import live_jaxpr
     from ondevice_rl.train.kit.registry import get_algorithm
 
     algorithm = get_algorithm(algo)
@@ -247,8 +245,8 @@ def test_rollout_steps_run_the_actor_alone(algo):
     if algo == "ppo":
         fields.update(num_minibatches=1, update_epochs=1)
     config = algorithm.config(**fields)
-    closed = jax.make_jaxpr(algorithm.make_train(config))(
-        jax.random.key(0), config.hyperparams
+    live = live_jaxpr(
+        algorithm.make_train(config), jax.random.key(0), config.hyperparams
     )
-    counts = _live_dots_in_scans_of(closed, 7)  # the rollout's scan, and GAE's
+    counts = _dots_in_scans_of(live, 7)  # the rollout's scan, and GAE's
     assert max(counts) == 3, counts

@@ -21,7 +21,12 @@ from ondevice_rl.train.a2c.config import A2CConfig, Hyperparams
 from ondevice_rl.train.a2c.loss import Batch, a2c_loss
 from ondevice_rl.train.kit.agent import build_agent
 from ondevice_rl.train.kit.env_setup import make_env
-from ondevice_rl.train.kit.on_policy import OnPolicyLearner, on_policy_trainer
+from ondevice_rl.train.kit.on_policy import (
+    OnPolicyLearner,
+    on_policy_trainer,
+    rollout_values,
+    step_value,
+)
 from ondevice_rl.train.kit.policies import actor_critic_policy
 from ondevice_rl.train.kit.protocol import Trainer, TrainOutput, whole_run
 
@@ -40,15 +45,15 @@ def make_trainer(config: A2CConfig) -> Trainer:
 
     def act(pi, key, hp, env_steps, mask):
         action = sample_action(key, pi)  # pi's logits are masked already
-        value = pi.value if agent.memory else None
-        return action, setup.to_env_action(action), ActorExtras(value)
+        extras = ActorExtras(step_value(agent, pi))
+        return action, setup.to_env_action(action), extras
 
     def batch(traj: Transition, out, final, hp: Hyperparams) -> Batch:
         """Returns of the ``[T, B]`` rollout from the critic's values at
         collection time, which are the current params' (one step per
         rollout). Each step bootstraps from ``V(final_obs)`` where an
         episode was truncated and at the rollout's end."""
-        values = traj.extras.value if out is None else out.value
+        values = rollout_values(traj, out)
         next_values = final.value
         ends = (traj.terminated, traj.truncated)
         if config.use_gae:

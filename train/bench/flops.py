@@ -83,13 +83,18 @@ def _count(jaxpr) -> FlopCount:
     return FlopCount(flops, whiles)
 
 
-def matmul_flops(fn, *args: Any) -> FlopCount:
-    """The matmul FLOPs of one call ``fn(*args)`` (traced, never run), after
-    dead code is removed as XLA removes it (a custom gradient computes every
+def live_jaxpr(fn, *args: Any) -> Any:
+    """The jaxpr of one call ``fn(*args)`` (traced, never run) after dead
+    code is removed as XLA removes it (a custom gradient computes every
     input's cotangent; the ones nobody reads are never run)."""
     jaxpr = jax.make_jaxpr(fn)(*args).jaxpr
-    live, _ = pe.dce_jaxpr(jaxpr, [True] * len(jaxpr.outvars))
-    return _count(live)
+    return pe.dce_jaxpr(jaxpr, [True] * len(jaxpr.outvars))[0]
+
+
+def matmul_flops(fn, *args: Any) -> FlopCount:
+    """The matmul FLOPs of one call ``fn(*args)``, dead code removed
+    (``live_jaxpr``)."""
+    return _count(live_jaxpr(fn, *args))
 
 
 def matmul_peak(size: int = PEAK_SIZE, repeats: int = PEAK_REPEATS) -> float:

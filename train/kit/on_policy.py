@@ -106,6 +106,20 @@ def rollout_outputs(agent: Agent, params: Any, traj: Transition) -> tuple[Any, A
     return agent.step(params, (), traj.obs, None)[1], final
 
 
+def step_value(agent: Agent, out: Any) -> jax.Array | None:
+    """The critic's value an actor-critic keeps of a rollout step (its
+    extras' ``value``): ``out.value`` with memory, else None, since
+    ``rollout_outputs`` computes it after the rollout."""
+    return out.value if agent.memory else None
+
+
+def rollout_values(traj: Transition, out: Any) -> jax.Array:
+    """The critic's values for ``traj.obs`` ``[T, B]``: ``out.value`` from
+    ``rollout_outputs``, or with memory (``out`` None) the ones kept per
+    step in ``traj.extras.value`` (``step_value``)."""
+    return traj.extras.value if out is None else out.value
+
+
 def bootstrap_outputs(agent: Agent, params: Any, traj: Transition) -> Any:
     """The network's outputs for ``traj.final_obs`` ``[T, B]`` (truncation
     and end-of-rollout bootstraps). With memory, each from the carry after

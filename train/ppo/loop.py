@@ -18,7 +18,12 @@ from ondevice_rl.returns import gae
 from ondevice_rl.rollout import Transition
 from ondevice_rl.train.kit.agent import build_agent
 from ondevice_rl.train.kit.env_setup import make_env
-from ondevice_rl.train.kit.on_policy import OnPolicyLearner, on_policy_trainer
+from ondevice_rl.train.kit.on_policy import (
+    OnPolicyLearner,
+    on_policy_trainer,
+    rollout_values,
+    step_value,
+)
 from ondevice_rl.train.kit.policies import actor_critic_policy
 from ondevice_rl.train.kit.protocol import Trainer, TrainOutput, whole_run
 from ondevice_rl.train.ppo.config import Hyperparams, PPOConfig
@@ -47,15 +52,14 @@ def make_trainer(
 
     def act(pi, key, hp, env_steps, mask):
         action = sample_action(key, pi)  # pi's logits are masked already
-        value = pi.value if agent.memory else None
-        extras = ActorExtras(log_prob(pi, action), value)
+        extras = ActorExtras(log_prob(pi, action), step_value(agent, pi))
         return action, setup.to_env_action(action), extras
 
     def batch(traj: Transition, out, final, hp: Hyperparams) -> Minibatch:
         """GAE over the ``[T, B]`` rollout, bootstrapping from ``V(final_obs)``
         where an episode was truncated and at the rollout's end."""
         extras = traj.extras
-        values = extras.value if out is None else out.value
+        values = rollout_values(traj, out)
         adv, targets = gae(
             traj.reward,
             values,
