@@ -70,6 +70,11 @@ class Batch(NamedTuple):
     ep_return: jax.Array
 
 
+def num_updates(total_timesteps) -> int:
+    """Updates of ``make_train(total_timesteps)`` (its outer loop's length)."""
+    return int(total_timesteps) // (HP["num_steps"] * HP["num_envs"])
+
+
 def make_train(total_timesteps):
     env, env_params = gymnax.make("CartPole-v1")
     n_act = env.action_space(env_params).n

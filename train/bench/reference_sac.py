@@ -105,6 +105,11 @@ def normalize(s, x):
     return (x - s.mean) / jnp.sqrt(s.var + 1e-8)
 
 
+def num_updates(timesteps) -> int:
+    """Updates of ``make_train(timesteps)``: one per env step."""
+    return int(timesteps)
+
+
 def make_train(timesteps):
     env, params = gymnax.make("Pendulum-v1")
     space = env.action_space(params)

@@ -1,0 +1,103 @@
+"""Compile one training program for an NVIDIA GPU on a machine without one,
+and count what it launches per update (``train/bench/thunks.py``).
+
+Runs as its own process, in the environment ``bench launches`` builds (JAX's
+CUDA plugin on ``PYTHONPATH``, ``JAX_SKIP_CUDA_CONSTRAINTS_CHECK=1``,
+``XLA_FLAGS=--xla_dump_to=DIR``): XLA compiles for the target described by a
+``GpuTargetConfig`` text proto (no autotuning without a device, so every dot
+is a Triton GEMM with default tiles) and writes its thunk sequence to DIR.
+
+    python -m ondevice_rl.train.bench.deviceless '{"program": "ours",
+        "algo": "ppo", "seeds": 1, "target": "h100.txtpb", "dump": "DIR"}'
+
+Prints one JSON line: ``num_updates``, ``compile_s`` and the counts of
+``thunks.per_update``. A reference is a module with ``make_train(timesteps)
+-> train(key)`` and ``num_updates(timesteps)`` (``"program":
+"reference"``, ``"module"``: a module name or a ``.py`` path).
+"""
+
+import importlib
+import importlib.util
+import json
+import sys
+import time
+from pathlib import Path
+
+#: Updates compiled into each program: a trip count no inner loop has, so
+#: the update loop is found by it (the counts are per update regardless).
+NUM_UPDATES = 11
+
+
+def _module(name: str):
+    if name.endswith(".py"):
+        spec = importlib.util.spec_from_file_location(Path(name).stem, name)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return module
+    return importlib.import_module(name)
+
+
+def _program(spec: dict):
+    """``(fn, args, num_updates)``: the vmapped training function, its
+    abstract inputs (``seeds`` keys; our hyperparameters) and its updates."""
+    import jax
+    import jax.numpy as jnp
+
+    seeds = spec["seeds"]
+    if spec["program"] == "reference":
+        module = _module(spec["module"])
+        steps_per_update = 10**6 // module.num_updates(10**6)
+        timesteps = NUM_UPDATES * steps_per_update
+        fn = jax.vmap(module.make_train(timesteps))
+        keys = jax.ShapeDtypeStruct((seeds, 2), jnp.uint32)
+        return fn, (keys,), module.num_updates(timesteps)
+    from ondevice_rl.train.bench.train_speed import bench_config
+    from ondevice_rl.train.kit.registry import algorithm_of
+
+    config = bench_config(10**7, algo=spec.get("algo", "ppo"), recipe=spec.get("recipe"))
+    config = config.replace(total_timesteps=NUM_UPDATES * config.steps_per_update)
+    fn = jax.vmap(algorithm_of(config).make_train(config), in_axes=(0, None))
+    keys = jax.ShapeDtypeStruct((seeds, 2), jnp.uint32)
+    hp = jax.tree.map(
+        lambda x: jax.ShapeDtypeStruct(jnp.shape(x), jnp.asarray(x).dtype),
+        config.hyperparams,
+    )
+    return fn, (keys, hp), config.num_updates
+
+
+def compile_and_count(spec: dict) -> dict:
+    """Compiles ``spec``'s program for its target; its per-update counts."""
+    import jax
+    from jax.experimental import topologies
+    from jax.sharding import NamedSharding
+    from jax.sharding import PartitionSpec as P
+
+    from ondevice_rl.train.bench.thunks import load_program, per_update
+
+    jax.config.update("jax_enable_compilation_cache", False)
+    topology = topologies.get_topology_desc(
+        platform="cuda",
+        target_config=Path(spec["target"]).read_text(),
+        topology="1x1x1",
+    )
+    mesh = topologies.make_mesh(topology, (1,), ("x",))
+    fn, args, num_updates = _program(spec)
+    placed = jax.tree.map(
+        lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=NamedSharding(mesh, P())),
+        args,
+    )
+    t0 = time.perf_counter()
+    jax.jit(fn).lower(*placed).compile()
+    compile_s = time.perf_counter() - t0
+    counts = per_update(load_program(Path(spec["dump"]), "jit_"), num_updates)
+    return dict(num_updates=num_updates, compile_s=round(compile_s, 2), **counts)
+
+
+def main(argv: list[str] | None = None) -> int:
+    spec = json.loads((argv or sys.argv[1:])[0])
+    print(json.dumps(compile_and_count(spec)), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
