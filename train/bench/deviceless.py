@@ -54,7 +54,8 @@ def _program(spec: dict):
     from ondevice_rl.train.bench.train_speed import bench_config
     from ondevice_rl.train.kit.registry import algorithm_of
 
-    config = bench_config(10**7, algo=spec.get("algo", "ppo"), recipe=spec.get("recipe"))
+    algo, recipe = spec.get("algo", "ppo"), spec.get("recipe")
+    config = bench_config(10**7, algo=algo, recipe=recipe)
     config = config.replace(total_timesteps=NUM_UPDATES * config.steps_per_update)
     fn = jax.vmap(algorithm_of(config).make_train(config), in_axes=(0, None))
     keys = jax.ShapeDtypeStruct((seeds, 2), jnp.uint32)
@@ -82,9 +83,9 @@ def compile_and_count(spec: dict) -> dict:
     )
     mesh = topologies.make_mesh(topology, (1,), ("x",))
     fn, args, num_updates = _program(spec)
+    on_gpu = NamedSharding(mesh, P())
     placed = jax.tree.map(
-        lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=NamedSharding(mesh, P())),
-        args,
+        lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=on_gpu), args
     )
     t0 = time.perf_counter()
     jax.jit(fn).lower(*placed).compile()

@@ -311,4 +311,10 @@ def per_update(thunks: list[Thunk], num_updates: int) -> dict:
                 per_iteration=per_iter.as_dict(),
             )
         )
-    return dict(update=count(body).as_dict(), direct=direct.as_dict(), loops=rows)
+    conditionals = sum(t.kind == "kConditional" for t in walk(body))
+    return dict(
+        update=count(body).as_dict(),
+        direct=direct.as_dict(),
+        loops=rows,
+        conditionals=conditionals,
+    )

@@ -18,6 +18,7 @@ from ondevice_rl._xla import use_cpu_cores
 from ondevice_rl.train.bench import env_speed, host, report, train_speed
 from ondevice_rl.train.bench.suite_speed import SUITE_BATCHES
 from ondevice_rl.train.bench.train_speed import BenchError
+from ondevice_rl.train.cli import bench_launches
 from ondevice_rl.train.cli.args import (
     add_cpu_devices_argument,
     positive_int_arg,
@@ -152,7 +153,7 @@ def add_subcommands(subparsers, algo: str = DEFAULT) -> None:
         "stdout, bench.json and bench.png to --out.",
     )
     _add_flags(parser, suppress=False)
-    parts = parser.add_subparsers(dest="part", metavar="{env,train,host}")
+    parts = parser.add_subparsers(dest="part", metavar="{env,train,host,launches}")
     helps = dict(
         env="random-policy steps/s of each env at several batch sizes",
         train="training SPS and compile time at several seed counts (vs --reference)",
@@ -160,6 +161,7 @@ def add_subcommands(subparsers, algo: str = DEFAULT) -> None:
     )
     for part in PARTS:
         _add_flags(parts.add_parser(part, help=helps[part]), suppress=True)
+    bench_launches.add_parser(parts)
     parser.set_defaults(func=run, part=None)
 
 
