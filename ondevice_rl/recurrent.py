@@ -193,6 +193,10 @@ class MemoryNet(nn.Module):
         return carry, carry
 
 
+#: Steps of the recurrence per scan iteration off CPU.
+UNROLL = 8
+
+
 def unroll(
     net: MemoryNet, params: Any, carry: Any, obs: jax.Array, first: jax.Array
 ) -> Any:
@@ -209,5 +213,12 @@ def unroll(
     def step(carry, xs):
         return net.apply(params, carry, *xs, weights, method=MemoryNet.recur)
 
-    _, features = jax.lax.scan(step, carry, (inputs, first))
+    def scan(unroll: int):
+        return lambda: jax.lax.scan(step, carry, (inputs, first), unroll=unroll)[1]
+
+    # Unrolled off CPU (chosen when the program is lowered): on a GPU each
+    # iteration of the recurrence, and of its gradient's reverse scan, is a
+    # CUDA graph and loose launches of [M, H] work.
+    with jax.named_scope("recurrence"):
+        features = jax.lax.platform_dependent(cpu=scan(1), default=scan(UNROLL))
     return net.apply(params, features, method=MemoryNet.heads)

@@ -34,7 +34,8 @@ def _reverse_scan(step, init, xs):
     # Unrolled by 16 off CPU (chosen when the program is lowered): on a GPU
     # each iteration of the scan is a few launches of [B]-element kernels, so
     # 128 steps cost 384 launches and 8 unrolled iterations 32.
-    return jax.lax.platform_dependent(cpu=scan(1), default=scan(16))
+    with jax.named_scope("returns"):
+        return jax.lax.platform_dependent(cpu=scan(1), default=scan(16))
 
 
 def gae(

@@ -20,8 +20,8 @@ from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 
+from ondevice_rl.stacked_scan import stacked_scan
 from ondevice_rl.types import Environment
 
 
@@ -86,7 +86,7 @@ def rollout(
     num_envs = jax.tree.leaves(state.obs)[0].shape[0]
     step_env = jax.vmap(env.step, in_axes=(0, 0, 0, None))
 
-    def one_step(carry: RolloutState, _):
+    def one_step(carry: RolloutState):
         env_state, obs, key, first, agent = carry
         # One split per step for the whole batch; per-env keys only for the
         # environments' own randomness (resets).
@@ -116,81 +116,6 @@ def rollout(
         next_state = RolloutState(ts.state, ts.obs, key, first, agent)
         return next_state, (transition, episodes)
 
-    def stacked_per_leaf():
-        return jax.lax.scan(one_step, state, None, length=num_steps)
-
-    def stacked_packed():
-        layouts = []  # the step's output layout, known once the scan traced it
-
-        def packed_step(carry, _):
-            carry, out = one_step(carry, None)
-            layouts.append(_Layout.of(out))
-            return carry, layouts[-1].pack(out)
-
-        end, packed = jax.lax.scan(packed_step, state, None, length=num_steps)
-        return end, layouts[-1].unpack(packed, num_steps)
-
-    # Chosen when the program is lowered: on a GPU each stacked leaf is a
-    # dynamic-update-slice of its own, and a dozen of them break the step's
-    # CUDA graph into loose launches (12 launches a CartPole step, packed 1);
-    # XLA:CPU runs the per-leaf program as fast or faster.
-    state, (transitions, episodes) = jax.lax.platform_dependent(
-        cpu=stacked_per_leaf, default=stacked_packed
-    )
+    with jax.named_scope("rollout"):
+        state, (transitions, episodes) = stacked_scan(one_step, state, num_steps)
     return state, transitions, episodes
-
-
-class _Layout(NamedTuple):
-    """Per-step outputs ``[B, ...]`` packed into one ``[B, K]`` array per
-    dtype, so the scan stacks a few arrays instead of one per leaf (on a
-    GPU each stacked array is a dynamic-update-slice, and several of them
-    break the step's CUDA graph into loose launches). Leaves of other shapes
-    or of extended dtypes (typed PRNG keys) are stacked as they are."""
-
-    treedef: Any
-    shapes: tuple
-    groups: tuple  # per leaf: its dtype's group, or None (stacked alone)
-    order: tuple  # the groups, in packing order
-
-    @staticmethod
-    def of(tree) -> "_Layout":
-        leaves, treedef = jax.tree.flatten(tree)
-        batch = jax.tree.leaves(tree)[0].shape[0]
-
-        def group(x):
-            plain = not jax.dtypes.issubdtype(x.dtype, jax.dtypes.extended)
-            return jnp.dtype(x.dtype) if plain and x.shape[:1] == (batch,) else None
-
-        groups = tuple(group(x) for x in leaves)
-        order = tuple(g for g in dict.fromkeys(groups) if g is not None)
-        return _Layout(treedef, tuple(x.shape for x in leaves), groups, order)
-
-    def pack(self, tree) -> tuple[tuple, tuple]:
-        """``(packed, loose)``: one ``[B, K]`` array per group, and the
-        leaves stacked alone."""
-        leaves = jax.tree.leaves(tree)
-        pairs = list(zip(leaves, self.groups, strict=True))
-        packed = tuple(
-            jnp.concatenate(
-                [x.reshape(x.shape[0], -1) for x, g in pairs if g == group], axis=1
-            )
-            for group in self.order
-        )
-        return packed, tuple(x for x, g in pairs if g is None)
-
-    def unpack(self, stacked: tuple[tuple, tuple], num_steps: int):
-        """The ``[T, ...]`` stacked tree from the stacked ``pack`` output."""
-        packed, loose = stacked
-        by_group = dict(zip(self.order, packed, strict=True))
-        offsets = dict.fromkeys(self.order, 0)
-        loose = iter(loose)
-        leaves = []
-        for shape, g in zip(self.shapes, self.groups, strict=True):
-            if g is None:
-                leaves.append(next(loose))
-                continue
-            size = int(np.prod(shape[1:], dtype=int))
-            start, offsets[g] = offsets[g], offsets[g] + size
-            x = by_group[g][:, :, start : start + size]
-            leaves.append(x.reshape((num_steps,) + shape))
-        return jax.tree.unflatten(self.treedef, leaves)

@@ -39,7 +39,7 @@ PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 PYTHON = {"python", "py"}
 SHELL = {"bash", "sh", "shell"}
 CONSOLE = {"console"}  # a session: "$ " lines are commands, the rest output
-MAX_SKIPPED = 6
+MAX_SKIPPED = 7
 SCALE, FLOOR = 100, 4096  # total timesteps N -> max(N // SCALE, FLOOR)
 
 OPENING = re.compile(r"^(?P<indent> *)(?P<fence>`{3,}|~{3,})(?P<info>[^`]*)$")

@@ -41,7 +41,7 @@ def test_counts_follow_graphs_loops_and_trip_counts():
     assert loop["source"] == "loop.py:25 (rollout)"
     assert loop["trip_count"] == 32
     assert loop["per_iteration"]["outside_graphs"] == 2
-    assert per["conditionals"] == 0
+    assert per["conditionals"] == []
 
 
 def test_an_update_loop_that_is_not_there_is_named():
@@ -49,21 +49,23 @@ def test_an_update_loop_that_is_not_there_is_named():
         thunks.per_update(_hand_worked(), 7)
 
 
-def test_conditional_branches_are_weighted():
+def test_conditional_branches_count_by_the_share_that_takes_them():
     seq = (
         "001: kConditional [source | sink] \n"
-        "branch 0:\n"
-        "    002: kCustomKernel [source | sink] loop_add_fusion grid: [1, 1, 1]\n"
-        "    003: kCopy [source | sink] kCopy\n"
-        "branch 1:\n"
-        "    004: kCopy [source | sink] kCopy\n"
+        "      false_branch:\n"
+        "        002: kCustomKernel [source | sink] loop_add_fusion grid: [1, 1, 1]\n"
+        "        003: kCopy [source | sink] kCopy\n"
+        "      true_branch:\n"
+        "        004: kCopy [source | sink] kCopy\n"
     )
+    # XLA runs the first branch listed when the predicate holds (the dump
+    # calls it false_branch); here it holds in 2% of the updates.
     top = thunks.parse_sequence(seq)
     assert thunks.count(top).items == pytest.approx(0.5 * 2 + 0.5 * 1)
-    name = top[0].name
-    weighted = thunks.count(top, branch_weights={name: [0.9, 0.1]})
-    assert weighted.memcpys == pytest.approx(0.9 + 0.1)
-    assert weighted.items == pytest.approx(0.9 * 2 + 0.1)
+    weighted = thunks.count(top, p_true={id(top[0]): 0.02})
+    assert weighted.items == pytest.approx(0.02 * 2 + 0.98 * 1)
+    assert weighted.memcpys == pytest.approx(1.0)
+    assert weighted.kinds["fusion"] == pytest.approx(0.02)
 
 
 @pytest.mark.parametrize(
@@ -128,13 +130,21 @@ def test_ppo_launches_fewer_than_its_reference_on_an_h100(plugin):
     row = _ours_and_reference("ppo", plugin)
     _assert_leaner(row)
     # The env-step loop is one CUDA graph per step; the returns scan unrolled.
-    sources = {lp["source"].split(" ")[0].split(":")[0]: lp for lp in row["ours"]["loops"]}
-    step = sources["rollout.py"]
+    scopes = {lp["source"].split(":")[0]: lp for lp in row["ours"]["loops"]}
+    step = scopes["rollout"]
     assert step["trip_count"] == 128
     assert step["per_iteration"]["launches"] == 1
-    assert sources["returns.py"]["trip_count"] < 128
+    assert scopes["returns"]["trip_count"] == 128 // 16
+    assert row["ours"]["conditionals"] == []
 
 
 @pytest.mark.slow
 def test_dqn_launches_fewer_than_its_reference_on_an_h100(plugin):
-    _assert_leaner(_ours_and_reference("dqn", plugin))
+    row = _ours_and_reference("dqn", plugin)
+    _assert_leaner(row)
+    assert row["ours"]["conditionals"] == []  # selects: no predicate read back
+    # The reference's learning step counts (it runs every update once
+    # learning has started): its GEMMs are in the update's items.
+    assert row["reference"]["update"]["kinds"]["gemm"] > 0
+    shares = [c["p_true"] for c in row["reference"]["conditionals"]]
+    assert shares == [1.0, 0.02]

@@ -37,9 +37,28 @@ def _module(name: str):
     return importlib.import_module(name)
 
 
+def steady_p_true(config) -> dict[str, list[float]]:
+    """Our learners' conditionals, by the function that calls them: the
+    share of updates that take each one's true branch once learning has
+    started (a run's steady state). On a GPU ``cond_or_select`` leaves only
+    TD3's delayed actor update a conditional; the others count where a
+    program still has them (the CPU's, earlier versions)."""
+    name = type(config).__name__
+    if name == "DQNConfig":  # learn; the target update every so many steps
+        every = config.steps_per_update / config.target_update_every
+        return {"update": [1.0, min(1.0, every)]}
+    if name == "SACConfig":  # learn
+        return {"update": [1.0]}
+    if name == "TD3Config":  # learn; inside it, the delayed actor update
+        return {"update": [1.0], "learn_step": [1.0 / config.policy_delay]}
+    return {}
+
+
 def _program(spec: dict):
-    """``(fn, args, num_updates)``: the vmapped training function, its
-    abstract inputs (``seeds`` keys; our hyperparameters) and its updates."""
+    """``(fn, args, num_updates, p_true)``: the vmapped training function,
+    its abstract inputs (``seeds`` keys; our hyperparameters), its updates
+    and its conditionals' steady shares (``steady_p_true``; a reference's
+    ``CONDITIONALS_P_TRUE``)."""
     import jax
     import jax.numpy as jnp
 
@@ -50,7 +69,8 @@ def _program(spec: dict):
         timesteps = NUM_UPDATES * steps_per_update
         fn = jax.vmap(module.make_train(timesteps))
         keys = jax.ShapeDtypeStruct((seeds, 2), jnp.uint32)
-        return fn, (keys,), module.num_updates(timesteps)
+        p_true = getattr(module, "CONDITIONALS_P_TRUE", {})
+        return fn, (keys,), module.num_updates(timesteps), p_true
     from ondevice_rl.train.bench.train_speed import bench_config
     from ondevice_rl.train.kit.registry import algorithm_of
 
@@ -63,7 +83,7 @@ def _program(spec: dict):
         lambda x: jax.ShapeDtypeStruct(jnp.shape(x), jnp.asarray(x).dtype),
         config.hyperparams,
     )
-    return fn, (keys, hp), config.num_updates
+    return fn, (keys, hp), config.num_updates, steady_p_true(config)
 
 
 def compile_and_count(spec: dict) -> dict:
@@ -82,7 +102,7 @@ def compile_and_count(spec: dict) -> dict:
         topology="1x1x1",
     )
     mesh = topologies.make_mesh(topology, (1,), ("x",))
-    fn, args, num_updates = _program(spec)
+    fn, args, num_updates, p_true = _program(spec)
     on_gpu = NamedSharding(mesh, P())
     placed = jax.tree.map(
         lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=on_gpu), args
@@ -90,7 +110,8 @@ def compile_and_count(spec: dict) -> dict:
     t0 = time.perf_counter()
     jax.jit(fn).lower(*placed).compile()
     compile_s = time.perf_counter() - t0
-    counts = per_update(load_program(Path(spec["dump"]), "jit_"), num_updates)
+    program = load_program(Path(spec["dump"]), "jit_")
+    counts = per_update(program, num_updates, p_true)
     return dict(num_updates=num_updates, compile_s=round(compile_s, 2), **counts)
 
 

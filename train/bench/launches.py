@@ -83,6 +83,16 @@ def _install_command(where: Path, packages: list[str]) -> str:
 def ensure_plugin(log: Callable[[str], None]) -> Path:
     """The plugin's cache directory, installed there first if missing
     (with NVIDIA's ``ptxas`` when none is on ``PATH``)."""
+    try:
+        return _ensure_plugin(log)
+    except OSError as e:
+        raise LaunchesError(
+            f"cannot write JAX's CUDA plugin into {plugin_dir()} ({e.strerror or e}); "
+            "set ONDEVICE_RL_CUDA_PLUGIN_DIR to a writable directory"
+        ) from None
+
+
+def _ensure_plugin(log: Callable[[str], None]) -> Path:
     where = plugin_dir()
     if (where / ".complete").is_file():
         return where
@@ -90,7 +100,7 @@ def ensure_plugin(log: Callable[[str], None]) -> Path:
     if shutil.which("ptxas") is None:
         packages.append("nvidia-cuda-nvcc-cu12")
     log(f"installing {', '.join(packages)} into {where} (once)")
-    partial = where.with_name(where.name + ".partial")
+    partial = where.with_name(f"{where.name}.partial-{os.getpid()}")
     shutil.rmtree(partial, ignore_errors=True)
     result = subprocess.run(
         [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps"]
@@ -106,9 +116,12 @@ def ensure_plugin(log: Callable[[str], None]) -> Path:
             f"JAX's CUDA plugin could not be installed ({reason}); "
             f"install it with: {_install_command(where, packages)}"
         )
-    shutil.rmtree(where, ignore_errors=True)
+    (partial / ".complete").write_text(" ".join(packages) + "\n")
+    if (where / ".complete").is_file():  # another process finished first
+        shutil.rmtree(partial, ignore_errors=True)
+        return where
+    shutil.rmtree(where, ignore_errors=True)  # an unfinished copy
     partial.rename(where)
-    (where / ".complete").write_text(" ".join(packages) + "\n")
     return where
 
 
@@ -238,6 +251,7 @@ def format_table(rows: list[dict]) -> str:
             )
         if "ratio" in r:
             q = r["ratio"]
+            q = {k: "–" if v is None else f"{v:.2f}" for k, v in q.items()}
             out.append(
                 f"{'':<16}{'ours/ref':<10}{q['items']:>8}{q['memcpys']:>9}"
                 f"{q['graph_launches']:>8}{q['outside_graphs']:>8}{q['launches']:>10}"
@@ -262,12 +276,15 @@ def format_table(rows: list[dict]) -> str:
                     f"{p['items']:g} items ({p['memcpys']:g} memcpys), "
                     f"{p['graph_launches']:g} graphs + {p['outside_graphs']:g} loose"
                 )
-    conditionals = sum(c.get("conditionals", 0) for r in rows for c in _sides(r))
-    if conditionals:
-        out.append(
-            f"{conditionals} conditional(s) on the device: each branch counted "
-            "as running in an equal share of the updates"
-        )
+    for r in rows:
+        for side, c in zip(("ours", "reference"), _sides(r), strict=False):
+            for cond in c.get("conditionals", []):
+                how = "given" if cond["given"] else "unknown: half"
+                out.append(
+                    f"{r['program']} x{r['seeds']} {side}: conditional at "
+                    f"{cond['source'] or '?'} takes its true branch in "
+                    f"{cond['p_true']:.3g} of the updates ({how})"
+                )
     out.append("")
     out.append(
         "Counts, not times: compiled without a device, so no autotuning (every "

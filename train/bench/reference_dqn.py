@@ -57,6 +57,12 @@ class QNet(nn.Module):
         return nn.Dense(self.actions)(x)
 
 
+#: ``bench launches``: the share of iterations taking the true branch of each
+#: ``lax.cond`` in ``step`` once learning has started (learn; the target copy
+#: every 500 env steps).
+CONDITIONALS_P_TRUE = {"step": [1.0, HP["num_envs"] / HP["target_every"]]}
+
+
 def num_updates(timesteps) -> int:
     """Updates (vector steps) of ``make_train(timesteps)``."""
     return int(timesteps) // HP["num_envs"]

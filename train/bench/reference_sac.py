@@ -105,6 +105,11 @@ def normalize(s, x):
     return (x - s.mean) / jnp.sqrt(s.var + 1e-8)
 
 
+#: ``bench launches``: the learning ``lax.cond`` in ``step`` is taken every
+#: step once the buffer holds ``fill`` transitions.
+CONDITIONALS_P_TRUE = {"step": [1.0]}
+
+
 def num_updates(timesteps) -> int:
     """Updates of ``make_train(timesteps)``: one per env step."""
     return int(timesteps)

@@ -17,8 +17,9 @@ module parses the three into a tree and counts, per execution:
 A while loop's body counts ``trip_count`` times and its condition not at
 all: with a known trip count XLA's while thunk runs the body that many
 times without evaluating it (a loop without one is an error here). A
-conditional's branches count by the weights given for it (default: each
-branch as often, ``1 / branches``), and the summary says so. Pure text
+conditional's branches count by the share of updates that take them: for a
+predicate, ``p_true`` given by the function that calls it, by default one
+half each; a ``switch``'s branches one share each. Pure text
 parsing: no JAX, no GPU.
 """
 
@@ -28,7 +29,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 _LINE = re.compile(r"^(\s*)(\d+): (k\w+)\s*\[[^\]]*\]\s*(.*)$")
-_SECTION = re.compile(r"^\s*(condition|body|branch[ _]?\d+|branch_\w+):\s*$")
+_SECTION = re.compile(
+    r"^\s*(condition|body|false_branch|true_branch|branch[ _]?\d+):\s*$"
+)
 _MEMCPY = {"kCopy", "kMemcpy", "kMemset32BitValue", "kMemzero", "kDeviceToDevice"}
 _CONTAINERS = {
     "kCommandBuffer",
@@ -157,18 +160,41 @@ def _annotations(metadata: str) -> dict[int, str]:
 
 
 def _sources(hlo: str) -> tuple[dict[str, int | None], dict[str, str]]:
-    """Each while instruction's trip count and call site, from the
-    optimised HLO's text and its stack-frame tables."""
-    trips, frames = {}, {}
-    for m in re.finditer(r"^\s*%?(while[\w.\-]*) = .*$", hlo, re.M):
-        line = m.group(0)
+    """Each while loop's trip count and each loop's or conditional's call
+    site (``file:line (function)``, after the innermost ``jax.named_scope``
+    around it when there is one), from the optimised HLO's text and its
+    stack-frame tables."""
+    trips, frames, scopes = {}, {}, {}
+    for m in re.finditer(
+        r"^\s*%?((?:while|cond|conditional)[\w.\-]*) = .*$", hlo, re.M
+    ):
+        line, name = m.group(0), m.group(1)
         trip = _TRIP.search(line)
-        trips[m.group(1)] = int(trip.group(1)) if trip else None
+        trips[name] = int(trip.group(1)) if trip else None
         frame = _FRAME.search(line)
         if frame:
-            frames[m.group(1)] = int(frame.group(1))
+            frames[name] = int(frame.group(1))
+        op_name = re.search(r'op_name="([^"]*)"', line)
+        scopes[name] = _scope(op_name.group(1)) if op_name else ""
     table = _frame_table(hlo)
-    return trips, {k: table.get(v, "") for k, v in frames.items()}
+    sources = {}
+    for name in trips:
+        site = table.get(frames.get(name, -1), "")
+        sources[name] = f"{scopes[name]}: {site}" if scopes[name] else site
+    return trips, sources
+
+
+_JAX_PATH = re.compile(
+    r"^(jit|pjit|vmap|jvp|transpose|checkpoint|remat|custom_jvp_call|"
+    r"custom_vjp_call|shard_map|xmap)\b|^(while|body|cond|closed_call|"
+    r"branch_\d+_fun|scan|switch)$"
+)
+
+
+def _scope(op_name: str) -> str:
+    """The innermost ``jax.named_scope`` in an op_name path, or ""."""
+    parts = [p for p in op_name.split("/") if p and not _JAX_PATH.match(p)]
+    return parts[-1] if parts else ""
 
 
 def _frame_table(hlo: str) -> dict[int, str]:
@@ -218,7 +244,7 @@ def annotate(sequence: str, metadata: str, hlo: str) -> list[Thunk]:
     names = _annotations(metadata)
     trips, sources = _sources(hlo)
     for thunk in walk(top):
-        if thunk.kind == "kWhile":
+        if thunk.kind in ("kWhile", "kConditional"):
             thunk.hlo = names.get(thunk.ident, "")
             thunk.trip_count = trips.get(thunk.hlo)
             thunk.source = sources.get(thunk.hlo, "")
@@ -237,32 +263,37 @@ def walk(thunks: list[Thunk]):
 def count(
     thunks: list[Thunk],
     in_graph: bool = False,
-    branch_weights: dict[str, list[float]] | None = None,
+    p_true: dict[int, float] | None = None,
 ) -> Counts:
     """Counts of one execution of ``thunks`` (nested loops by their trip
-    counts); ``in_graph``: they run inside a command buffer."""
+    counts); ``in_graph``: they run inside a command buffer; ``p_true``:
+    ``id(conditional) -> `` the share of executions taking its true branch
+    (default one half)."""
     total = Counts()
+    p_true = p_true or {}
     for t in thunks:
         if t.kind == "kCommandBuffer":
             total.graph_launches += 0 if in_graph else 1
-            total.add(count(t.children, True, branch_weights))
+            total.add(count(t.children, True, p_true))
         elif t.kind == "kWhile":
-            body = count(t.sections.get("body", []), in_graph, branch_weights)
-            trip = t.trip_count
-            if trip is None:
-                raise ValueError(
-                    f"while loop {t.hlo or t.ident} has no known trip count"
-                )
-            total.add(body, trip)
+            if t.trip_count is None:
+                raise ValueError(f"while loop {t.hlo or t.ident} has no trip count")
+            body = count(t.sections.get("body", []), in_graph, p_true)
+            total.add(body, t.trip_count)
         elif t.kind == "kConditional":
-            branches = [s for k, s in t.sections.items() if k.startswith("branch")]
-            weights = (branch_weights or {}).get(t.name) or [1 / len(branches)] * len(
-                branches
-            )
-            for section, w in zip(branches, weights, strict=True):
-                total.add(count(section, in_graph, branch_weights), w)
+            names = list(t.sections)
+            for name, section in t.sections.items():
+                if name in ("true_branch", "false_branch"):
+                    # XLA's conditional thunk runs its first branch when the
+                    # predicate holds (the HLO's true_computation), though
+                    # the dump labels that one false_branch: by position.
+                    w = p_true.get(id(t), 0.5)
+                    w = w if name == names[0] else 1.0 - w
+                else:
+                    w = 1.0 / len(t.sections)
+                total.add(count(section, in_graph, p_true), w)
         elif t.kind in _CONTAINERS:
-            total.add(count(t.children, in_graph, branch_weights))
+            total.add(count(t.children, in_graph, p_true))
         else:
             total.items += 1
             total.memcpys += t.kind in _MEMCPY
@@ -294,15 +325,33 @@ def update_loop(thunks: list[Thunk], num_updates: int) -> Thunk:
     raise ValueError(f"no loop of {num_updates} iterations (loops of {trips})")
 
 
-def per_update(thunks: list[Thunk], num_updates: int) -> dict:
+def per_update(
+    thunks: list[Thunk],
+    num_updates: int,
+    p_true: dict[str, list[float]] | None = None,
+) -> dict:
     """One update's counts, and each loop inside it per iteration:
-    ``{"update": {...}, "direct": {...}, "loops": [...]}``."""
+    ``{"update", "direct", "loops", "conditionals"}``. ``p_true``: by the
+    function a conditional is called from, the share of updates that take
+    the true branch of each of its conditionals, in the order they run
+    (a conditional not given: one half)."""
     loop = update_loop(thunks, num_updates)
     body = loop.sections.get("body", [])
-    direct = count([t for t in body if t.kind != "kWhile"])
+    given = {k: list(v) for k, v in (p_true or {}).items()}
+    shares, conditionals = {}, []
+    for t in walk(body):
+        if t.kind == "kConditional":
+            function = t.source.rpartition("(")[2].rstrip(")")
+            queue = given.get(function, [])
+            share = queue.pop(0) if queue else None
+            shares[id(t)] = 0.5 if share is None else share
+            conditionals.append(
+                dict(source=t.source, p_true=shares[id(t)], given=share is not None)
+            )
+    direct = count([t for t in body if t.kind != "kWhile"], False, shares)
     rows = []
     for depth, inner, in_graph in loops(body):
-        per_iter = count(inner.sections.get("body", []), in_graph)
+        per_iter = count(inner.sections.get("body", []), in_graph, shares)
         rows.append(
             dict(
                 depth=depth + 1,
@@ -311,9 +360,8 @@ def per_update(thunks: list[Thunk], num_updates: int) -> dict:
                 per_iteration=per_iter.as_dict(),
             )
         )
-    conditionals = sum(t.kind == "kConditional" for t in walk(body))
     return dict(
-        update=count(body).as_dict(),
+        update=count(body, False, shares).as_dict(),
         direct=direct.as_dict(),
         loops=rows,
         conditionals=conditionals,

@@ -23,6 +23,7 @@ from ondevice_rl.rollout import rollout
 from ondevice_rl.train.dqn.config import DQNConfig, Hyperparams
 from ondevice_rl.train.dqn.loss import LossStats, bootstrap_values, td_loss, td_targets
 from ondevice_rl.train.kit.agent import apply_masked, build_agent
+from ondevice_rl.train.kit.branches import cond_or_select
 from ondevice_rl.train.kit.env_setup import make_env, require_discrete
 from ondevice_rl.train.kit.exploration import epsilon_greedy, linear_epsilon
 from ondevice_rl.train.kit.optim import flat_apply, gradient_step
@@ -126,8 +127,7 @@ def make_trainer(config: DQNConfig) -> Trainer:
         ready = (done_steps >= config.learning_starts) & buffer.can_sample(
             config.n_step
         )
-        # Under vmap (seeds, populations) the cond becomes a select: both run.
-        params, opt_state, stats = jax.lax.cond(
+        params, opt_state, stats = cond_or_select(
             ready,
             lambda: learn(
                 state.params, target_params, state.opt_state, buffer, learn_key, hp
@@ -138,7 +138,7 @@ def make_trainer(config: DQNConfig) -> Trainer:
                 LossStats(jnp.float32(0.0), jnp.float32(0.0)),
             ),
         )
-        target_params = jax.lax.cond(
+        target_params = cond_or_select(
             crossed(env_steps, done_steps, config.target_update_every),
             lambda: polyak(params, target_params, hp.tau),
             lambda: target_params,

@@ -16,7 +16,7 @@ TD3's target actor), its optimiser states and its gradient step.
   ``learning_starts``), stored; then, once learning has started, ``g``
   gradient steps on sampled ``[n_step, batch_size]`` sequences whose
   observations are standardised with the current statistics
-  (``normalize_obs``); all under ``lax.cond`` (a select under ``vmap``);
+  (``normalize_obs``); all under ``cond_or_select`` (``train/kit/branches.py``);
 * ``episode_return`` is the mean return of the last ``FINAL_WINDOW``
   finished episodes (an update of one env step seldom ends one), so the
   final return reads the last finished episodes.
@@ -35,6 +35,7 @@ from ondevice_rl.normalize import RunningStats, normalize_obs
 from ondevice_rl.normalize import update as update_stats
 from ondevice_rl.replay import ReplayBuffer
 from ondevice_rl.rollout import rollout
+from ondevice_rl.train.kit.branches import cond_or_select
 from ondevice_rl.train.kit.env_setup import EnvSetup, make_env, zero_observation
 from ondevice_rl.train.kit.off_policy import Model, Nets, OffPolicyConfig, RecentReturns
 from ondevice_rl.train.kit.protocol import Trainer, feed_forward_trainer
@@ -223,8 +224,7 @@ def off_policy_trainer(
             state.opt_state,
             extra.gradient_steps,
         )
-        # Under vmap (seeds, populations) the cond becomes a select: both run.
-        (params, critic, target, own, opt_state, steps), stats = jax.lax.cond(
+        (params, critic, target, own, opt_state, steps), stats = cond_or_select(
             ready,
             lambda: learn(state, buffer, normalizer, learn_key, hp, learning_rate),
             lambda: (unchanged, no_stats),

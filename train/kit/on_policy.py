@@ -206,10 +206,12 @@ def on_policy_trainer(
 
             def epoch(carry, epoch_key):
                 shuffled = shuffled_minibatches(epoch_key, samples, minibatches)
-                return jax.lax.scan(step, carry, shuffled)
+                with jax.named_scope("minibatches"):
+                    return jax.lax.scan(step, carry, shuffled)
 
             keys = jax.random.split(key, epochs)
-            (flat, opt_state), stats = jax.lax.scan(epoch, (flat, opt_state), keys)
+            with jax.named_scope("epochs"):
+                (flat, opt_state), stats = jax.lax.scan(epoch, (flat, opt_state), keys)
             stats = jax.tree.map(jnp.mean, stats)
         if axis_name is not None:
             stats = all_mean(stats, axis_name)

@@ -18,10 +18,9 @@ import dataclasses
 from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
-import jax
-
 from ondevice_rl.precision import at_matmul_precision
 from ondevice_rl.ranges import Range
+from ondevice_rl.stacked_scan import stacked_scan
 from ondevice_rl.train.kit.env_setup import EnvSetup
 
 
@@ -137,13 +136,13 @@ def at_config_precision(trainer: Trainer) -> Trainer:
 def scan_updates(update: Callable) -> Callable:
     """``run(state, hp, env_params=None, num_updates=1) -> (state, metrics)``:
     ``num_updates`` (static) calls of ``update(state, hp, env_params)`` in one
-    ``lax.scan``; metrics get a leading ``[num_updates]`` axis."""
+    ``lax.scan`` (``stacked_scan``); metrics get a leading ``[num_updates]``
+    axis."""
 
     def run(state, hp, env_params=None, num_updates=1):
-        def body(state, _):
-            return update(state, hp, env_params)
-
-        return jax.lax.scan(body, state, None, length=num_updates)
+        return stacked_scan(
+            lambda state: update(state, hp, env_params), state, num_updates
+        )
 
     return run
 
