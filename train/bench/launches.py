@@ -288,7 +288,8 @@ def format_table(rows: list[dict]) -> str:
     out.append("")
     out.append(
         "Counts, not times: compiled without a device, so no autotuning (every "
-        "dot a Triton GEMM with default tiles). lax.cond under vmap is a select: "
-        "both branches run, and count, every update."
+        "dot a Triton GEMM with default tiles). A lax.cond whose predicate every "
+        "seed shares stays a conditional; one that differs per seed is a select "
+        "under vmap (both branches run)."
     )
     return "\n".join(out)

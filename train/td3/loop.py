@@ -76,7 +76,9 @@ def _learner(config: TD3Config, action_dim: int, obs_ndim: int) -> OffPolicyLear
             targets = (model.own, model.target_critic)
             return model.actor, actor_opt, targets, loss
 
-        # Under vmap (seeds, populations) the cond becomes a select: both run.
+        # A conditional while every seed is at the same step (a select under
+        # vmap otherwise); kept one off CPU too: a select would run the actor's
+        # step every time and drop half of them.
         actor_flat, actor_opt, (target_actor, target_critic), loss = jax.lax.cond(
             model.step % config.policy_delay == config.policy_delay - 1,
             delayed,
