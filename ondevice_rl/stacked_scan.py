@@ -49,21 +49,28 @@ def packed_scan(
 
 
 class _Layout(NamedTuple):
-    """A step's outputs flattened into one ``[K]`` array per dtype. Leaves of
-    extended dtypes (typed PRNG keys) are stacked as they are."""
+    """A step's outputs flattened into one ``[K]`` array per dtype (and, in
+    ``shard_map``, per set of mesh axes they vary over). Leaves of extended
+    dtypes (typed PRNG keys) are stacked as they are."""
 
     treedef: Any
     shapes: tuple
-    groups: tuple  # per leaf: its dtype, or None (stacked alone)
-    order: tuple  # the dtypes, in packing order
+    groups: tuple  # per leaf: its (dtype, varying axes), or None (alone)
+    order: tuple  # the groups, in packing order
 
     @staticmethod
     def of(tree) -> "_Layout":
         leaves, treedef = jax.tree.flatten(tree)
 
         def group(x):
-            extended = jax.dtypes.issubdtype(x.dtype, jax.dtypes.extended)
-            return None if extended else jnp.dtype(x.dtype)
+            if jax.dtypes.issubdtype(x.dtype, jax.dtypes.extended):
+                return None
+            # Inside shard_map, leaves that vary over a mesh axis and leaves
+            # that do not are packed apart, so each keeps its type.
+            aval = jax.typeof(x)
+            varying = getattr(aval, "manual_axis_type", None)  # jax 0.10
+            varying = getattr(aval, "vma", varying)  # jax 0.6 to 0.9
+            return jnp.dtype(x.dtype), str(varying)
 
         groups = tuple(group(x) for x in leaves)
         order = tuple(g for g in dict.fromkeys(groups) if g is not None)
@@ -74,8 +81,8 @@ class _Layout(NamedTuple):
         stacked alone."""
         pairs = list(zip(jax.tree.leaves(tree), self.groups, strict=True))
         packed = tuple(
-            jnp.concatenate([jnp.ravel(x) for x, g in pairs if g == dtype])
-            for dtype in self.order
+            jnp.concatenate([jnp.ravel(x) for x, g in pairs if g == group])
+            for group in self.order
         )
         return packed, tuple(x for x, g in pairs if g is None)
 
@@ -83,7 +90,7 @@ class _Layout(NamedTuple):
         """The tree of ``[length, ...]`` leaves from ``pack``'s stacked
         output (``[length, K]`` arrays)."""
         packed, loose = stacked
-        by_dtype = dict(zip(self.order, packed, strict=True))
+        by_group = dict(zip(self.order, packed, strict=True))
         offsets = dict.fromkeys(self.order, 0)
         loose = iter(loose)
         leaves = []
@@ -94,6 +101,6 @@ class _Layout(NamedTuple):
             size = int(np.prod(shape, dtype=int))
             start, offsets[g] = offsets[g], offsets[g] + size
             leaves.append(
-                by_dtype[g][:, start : start + size].reshape((length, *shape))
+                by_group[g][:, start : start + size].reshape((length, *shape))
             )
         return jax.tree.unflatten(self.treedef, leaves)

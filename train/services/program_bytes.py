@@ -102,13 +102,28 @@ def _subprograms(params: dict) -> list:
     ]
 
 
+def _platform_branch(params: dict) -> int:
+    """The branch ``lax.platform_dependent`` keeps when the program is
+    lowered for the default backend (the others are never compiled)."""
+    backend = jax.default_backend()
+    names = {"gpu": ("cuda", "rocm")}.get(backend, (backend,))
+    choices = params["branches_platforms"]
+    for i, platforms in enumerate(choices):
+        if platforms is not None and any(n in platforms for n in names):
+            return i
+    return choices.index(None)
+
+
 def _flatten(jaxpr: Any, env: dict, flat: _Flat) -> None:
     """Appends ``jaxpr``'s operations to ``flat`` with calls inlined; ``env``
     maps its variables to value ids."""
     for eqn in jaxpr.eqns:
         ins = [env.get(v) if isinstance(v, core.Var) else None for v in eqn.invars]
         subs = _subprograms(eqn.params)
-        if eqn.primitive.name in CALLS and len(subs) == 1:
+        by_platform = eqn.params.get("branches_platforms") is not None
+        if by_platform:  # lax.platform_dependent: one branch is compiled
+            subs, ins = [subs[_platform_branch(eqn.params)]], ins[1:]
+        if (by_platform or eqn.primitive.name in CALLS) and len(subs) == 1:
             body = subs[0]
             inner = dict(zip(body.invars, ins, strict=True))
             _flatten(body, inner, flat)
