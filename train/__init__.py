@@ -13,10 +13,11 @@ The package face (everything here is imported on first use):
   is the same from keywords, as the ``ondevice-rl train`` command.)
 
 Rooms: ``kit`` (the learner protocol, registry and shared learner pieces),
-one package per learner (``ppo``, ``a2c``, ``dqn``, ``pqn``), ``run`` (one
-run in segments and its directory), ``services`` (host-side pieces shared by
-runs and sweeps), ``use`` (a trained policy: load, eval, render, plots),
-``recipes``, ``sweep``, ``bench`` and ``cli``.
+one package per learner (``ppo``, ``a2c``, ``dqn``, ``pqn``, ``sac``,
+``td3``), ``run`` (one run in segments and its directory), ``services``
+(host-side pieces shared by runs and sweeps), ``use`` (a trained policy:
+load, eval, render, plots), ``recipes``, ``sweep``, ``bench`` (speed, and
+GPU launches counted without a GPU) and ``cli``.
 """
 
 import importlib

@@ -23,6 +23,12 @@ from rich.progress import (
 )
 
 
+def to_stderr(message: str) -> None:
+    """The default sink of a host-side notice (a stop at a boundary, a file
+    that could not be read): one line on stderr, at once."""
+    print(message, file=sys.stderr, flush=True)
+
+
 def _clock(seconds: float) -> str:
     """``h:mm:ss``."""
     minutes, secs = divmod(round(seconds), 60)

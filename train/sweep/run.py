@@ -8,7 +8,6 @@ stops there; a second one stops at once. Either way the members of finished
 chunks are returned (``SweepResult.interrupted``).
 """
 
-import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -27,7 +26,7 @@ from ondevice_rl.train.services.memory import (
     plan_chunks,
 )
 from ondevice_rl.train.services.programs import ProgramCache
-from ondevice_rl.train.services.progress import ProgressBar
+from ondevice_rl.train.services.progress import ProgressBar, to_stderr
 from ondevice_rl.train.sweep.program import (
     DEFAULT_CACHE,
     population_program,
@@ -49,10 +48,6 @@ def group_members(members: Sequence[Member]) -> list[tuple[Any, list[Member]]]:
     for m in members:
         groups.setdefault(program_config(m.config), []).append(m)
     return list(groups.items())
-
-
-def _to_stderr(message: str) -> None:
-    print(message, file=sys.stderr)
 
 
 def run_plan(
@@ -95,7 +90,7 @@ def run_plan(
     try:
         stop_message = "stopping after the running chunk (Ctrl-C again to stop now)"
         with (
-            stop_at_boundary(_to_stderr, stop_message) as stop,
+            stop_at_boundary(to_stderr, stop_message) as stop,
             ProgressBar(len(plan.members), "sweep", "members", show) as bar,
         ):
             bar.skip(len(finished or {}))

@@ -15,7 +15,6 @@ search. A first Ctrl-C or SIGTERM finishes the running round, checkpoints
 and stops.
 """
 
-import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -27,7 +26,7 @@ import numpy as np
 from ondevice_rl.sharding import put_sharded, to_host
 from ondevice_rl.train.kit.state import policy_params
 from ondevice_rl.train.services.interrupt import stop_at_boundary, wait_ready
-from ondevice_rl.train.services.progress import ProgressBar
+from ondevice_rl.train.services.progress import ProgressBar, to_stderr
 from ondevice_rl.train.sweep import search_store
 from ondevice_rl.train.sweep.search_result import SearchResult
 from ondevice_rl.train.sweep.search_setup import (
@@ -114,7 +113,7 @@ def _run_rounds(
     title = progress if isinstance(progress, str) else f"{setup.strategy.name} search"
     stop_message = "stopping after the running round"
     with (
-        stop_at_boundary(_to_stderr, stop_message) as stop,
+        stop_at_boundary(to_stderr, stop_message) as stop,
         ProgressBar(len(lengths), title, "rounds", show) as bar,
     ):
         bar.skip(done)
@@ -173,10 +172,6 @@ def _scalar(value: np.ndarray, programs: Any) -> jax.Array:
 def strategy_seed(sample_seed: int) -> int:
     """The seed of a search's own random choices (donors, explore, refills)."""
     return (sample_seed * 1_000_003 + 0x5EA4C4) % 2**32
-
-
-def _to_stderr(message: str) -> None:
-    print(message, file=sys.stderr)
 
 
 def run_search(

@@ -13,7 +13,6 @@ leaves them out.
 
 import csv
 import json
-import sys
 import zipfile
 import zlib
 from collections.abc import Callable
@@ -23,6 +22,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ondevice_rl.train.run import artifacts
+from ondevice_rl.train.services.progress import to_stderr
 
 #: config.json fields that make runs the same setting (the seed aside).
 _SETTING_FIELDS = ("algo", "config", "hyperparams", "env_params")
@@ -35,10 +35,6 @@ class Series(NamedTuple):
     label: str
     steps: np.ndarray  # [U] int64 env steps, ascending
     values: np.ndarray  # [S, U] float64, NaN where a seed has no value
-
-
-def _to_stderr(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)
 
 
 def _aligned(steps: list[np.ndarray], values: list[np.ndarray]) -> tuple:
@@ -81,7 +77,7 @@ def _run_label(run_dirs: list[Path], infos: list[dict]) -> str:
 def run_series(
     run_dirs: list[Path],
     metric: str = "episode_return",
-    warn: Warn = _to_stderr,
+    warn: Warn = to_stderr,
     group: bool = True,
 ) -> tuple[list[tuple[Path, Series]], dict[Path, list[str]]]:
     """Curves of run directories, one per setting (one per directory when not
@@ -188,7 +184,7 @@ def load_series(
     paths: list[Path],
     metric: str = "episode_return",
     top: int = 10,
-    warn: Warn = _to_stderr,
+    warn: Warn = to_stderr,
     group: bool = True,
 ) -> list[Series]:
     """The curves of run and sweep directories (module docstring). Those

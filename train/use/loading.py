@@ -8,7 +8,6 @@
 * ``load_spec(run_dir, member=None)``: the ``RunSpec`` alone.
 """
 
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -17,6 +16,7 @@ import jax
 import jax.numpy as jnp
 
 from ondevice_rl.train.kit.state import PolicyParams, policy_params
+from ondevice_rl.train.services.progress import to_stderr
 
 
 class LoadedRun(NamedTuple):
@@ -60,10 +60,6 @@ def load_spec(run_dir: str | Path, member: int | str | None = None) -> Any:
     return RunSpec.load(run_dir / artifacts.CONFIG_FILE)
 
 
-def _to_stderr(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)
-
-
 def is_sweep_dir(path: str | Path) -> bool:
     """Whether ``path`` is a sweep's directory (it holds ``sweep.json``, or
     the members' parameters a sweep from Python wrote)."""
@@ -103,7 +99,7 @@ def load_run(
     if step is None:
         raise ValueError(f"{run_dir}: no checkpoint yet (train it first)")
     if skipped:
-        (notify or _to_stderr)(
+        (notify or to_stderr)(
             f"{run_dir}: skipped {describe_skipped(skipped)}; using checkpoint {step}"
         )
     hp = {k: float(v) for k, v in spec.hyperparams._asdict().items()}
