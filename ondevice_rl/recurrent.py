@@ -210,8 +210,14 @@ def unroll(
     if net.kind != "lstm":
         weights = net.apply(params, method=MemoryNet.gru_weights)
 
-    def step(carry, xs):
+    def recur(carry, xs):
         return net.apply(params, carry, *xs, weights, method=MemoryNet.recur)
+
+    # Traced once, replayed by both forms of the scan below.
+    traced, consts = jax.closure_convert(recur, carry, (inputs[0], first[0]))
+
+    def step(carry, xs):
+        return traced(carry, xs, *consts)
 
     def scan(unroll: int):
         return lambda: jax.lax.scan(step, carry, (inputs, first), unroll=unroll)[1]

@@ -26,9 +26,16 @@ def stacked_scan(
     """``jax.lax.scan(lambda c, _: step(c), init, None, length)``: the final
     carry and the step's outputs stacked ``[length, ...]``; off CPU as
     ``packed_scan``."""
+    # Traced once: both branches replay its jaxpr (tracing the Python step
+    # per branch would double the trace of every scan nested inside it).
+    traced, consts = jax.closure_convert(step, init)
+
+    def once(carry):
+        return traced(carry, *consts)
+
     return jax.lax.platform_dependent(
-        cpu=lambda: jax.lax.scan(lambda c, _: step(c), init, None, length=length),
-        default=lambda: packed_scan(step, init, length),
+        cpu=lambda: jax.lax.scan(lambda c, _: once(c), init, None, length=length),
+        default=lambda: packed_scan(once, init, length),
     )
 
 
