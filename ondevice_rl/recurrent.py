@@ -28,6 +28,7 @@ import numpy as np
 
 from ondevice_rl.layers import dense, sequential_under_vmap
 from ondevice_rl.networks import CONV_CHANNELS, torso
+from ondevice_rl.scans import unrolled_off_cpu
 
 MEMORY_KINDS = ("gru", "lstm")
 
@@ -193,7 +194,7 @@ class MemoryNet(nn.Module):
         return carry, carry
 
 
-#: Steps of the recurrence per scan iteration off CPU.
+#: Steps of the recurrence per scan iteration off CPU (``unrolled_off_cpu``).
 UNROLL = 8
 
 
@@ -210,21 +211,9 @@ def unroll(
     if net.kind != "lstm":
         weights = net.apply(params, method=MemoryNet.gru_weights)
 
-    def recur(carry, xs):
+    def step(carry, xs):
         return net.apply(params, carry, *xs, weights, method=MemoryNet.recur)
 
-    # Traced once, replayed by both forms of the scan below.
-    traced, consts = jax.closure_convert(recur, carry, (inputs[0], first[0]))
-
-    def step(carry, xs):
-        return traced(carry, xs, *consts)
-
-    def scan(unroll: int):
-        return lambda: jax.lax.scan(step, carry, (inputs, first), unroll=unroll)[1]
-
-    # Unrolled off CPU (chosen when the program is lowered): on a GPU each
-    # iteration of the recurrence, and of its gradient's reverse scan, is a
-    # CUDA graph and loose launches of [M, H] work.
     with jax.named_scope("recurrence"):
-        features = jax.lax.platform_dependent(cpu=scan(1), default=scan(UNROLL))
+        _, features = unrolled_off_cpu(step, carry, (inputs, first), UNROLL)
     return net.apply(params, features, method=MemoryNet.heads)

@@ -18,6 +18,8 @@ rollout bootstraps from ``next_values[T-1]``.
 import jax
 import jax.numpy as jnp
 
+from ondevice_rl.scans import unrolled_off_cpu
+
 
 def _flags(terminated: jax.Array, truncated: jax.Array):
     """``(not_terminal, continues)`` as float32 ``[T, B]``."""
@@ -27,15 +29,13 @@ def _flags(terminated: jax.Array, truncated: jax.Array):
 
 
 def _reverse_scan(step, init, xs):
-    def scan(unroll: int):
-        body = lambda c, x: (step(c, x),) * 2  # noqa: E731
-        return lambda: jax.lax.scan(body, init, xs, reverse=True, unroll=unroll)[1]
-
-    # Unrolled by 16 off CPU (chosen when the program is lowered): on a GPU
-    # each iteration of the scan is a few launches of [B]-element kernels, so
-    # 128 steps cost 384 launches and 8 unrolled iterations 32.
+    # Unrolled by 16 off CPU: 128 steps on a GPU cost 384 launches, 8
+    # unrolled iterations 32.
     with jax.named_scope("returns"):
-        return jax.lax.platform_dependent(cpu=scan(1), default=scan(16))
+        _, out = unrolled_off_cpu(
+            lambda c, x: (step(c, x),) * 2, init, xs, unroll=16, reverse=True
+        )
+    return out
 
 
 def gae(

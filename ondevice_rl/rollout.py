@@ -21,7 +21,7 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from ondevice_rl.stacked_scan import stacked_scan
+from ondevice_rl.scans import stacked_scan
 from ondevice_rl.types import Environment
 
 

@@ -38,20 +38,12 @@ def _module(name: str):
 
 
 def steady_p_true(config) -> dict[str, list[float]]:
-    """Our learners' conditionals, by the function that calls them: the
-    share of updates that take each one's true branch once learning has
-    started (a run's steady state). On a GPU ``cond_or_select`` leaves only
-    TD3's delayed actor update a conditional; the others count where a
-    program still has them (the CPU's, earlier versions)."""
-    name = type(config).__name__
-    if name == "DQNConfig":  # learn; the target update every so many steps
-        every = config.steps_per_update / config.target_update_every
-        return {"update": [1.0, min(1.0, every)]}
-    if name == "SACConfig":  # learn
-        return {"update": [1.0]}
-    if name == "TD3Config":  # learn; inside it, the delayed actor update
-        return {"update": [1.0], "learn_step": [1.0 / config.policy_delay]}
-    return {}
+    """Our conditionals left on a GPU (``cond_or_select`` makes the others
+    selects), by the function that calls them: the share of updates taking
+    the true branch. Only TD3's delayed actor update, every
+    ``policy_delay``-th gradient step."""
+    delay = getattr(config, "policy_delay", None)
+    return {} if delay is None else {"learn_step": [1.0 / delay]}
 
 
 def _program(spec: dict):

@@ -33,13 +33,7 @@ _SECTION = re.compile(
     r"^\s*(condition|body|false_branch|true_branch|branch[ _]?\d+):\s*$"
 )
 _MEMCPY = {"kCopy", "kMemcpy", "kMemset32BitValue", "kMemzero", "kDeviceToDevice"}
-_CONTAINERS = {
-    "kCommandBuffer",
-    "kWhile",
-    "kConditional",
-    "kSequential",
-    "kDynamicSliceFusion",
-}
+_WRAPPERS = {"kSequential", "kDynamicSliceFusion"}  # run what they hold
 _TRIP = re.compile(r'"known_trip_count":\{"n":"(\d+)"\}')
 _FRAME = re.compile(r"stack_frame_id=(\d+)")
 
@@ -292,7 +286,7 @@ def count(
                 else:
                     w = 1.0 / len(t.sections)
                 total.add(count(section, in_graph, p_true), w)
-        elif t.kind in _CONTAINERS:
+        elif t.kind in _WRAPPERS:
             total.add(count(t.children, in_graph, p_true))
         else:
             total.items += 1

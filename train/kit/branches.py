@@ -18,23 +18,19 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
+from ondevice_rl.scans import traced_once
+
 
 def cond_or_select(
     pred: jax.Array, on_true: Callable[[], Any], on_false: Callable[[], Any]
 ) -> Any:
     """``jax.lax.cond(pred, on_true, on_false)`` on CPU; elsewhere
     ``select_branch``."""
-    # Each branch traced once, replayed in both forms.
-    on_true, on_false = (_traced_once(f) for f in (on_true, on_false))
+    on_true, on_false = traced_once(on_true), traced_once(on_false)
     return jax.lax.platform_dependent(
         cpu=lambda: jax.lax.cond(pred, on_true, on_false),
         default=lambda: select_branch(pred, on_true, on_false),
     )
-
-
-def _traced_once(fn: Callable[[], Any]) -> Callable[[], Any]:
-    traced, consts = jax.closure_convert(fn)
-    return lambda: traced(*consts)
 
 
 def select_branch(

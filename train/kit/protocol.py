@@ -20,7 +20,7 @@ from typing import Any, NamedTuple
 
 from ondevice_rl.precision import at_matmul_precision
 from ondevice_rl.ranges import Range
-from ondevice_rl.stacked_scan import stacked_scan
+from ondevice_rl.scans import stacked_scan
 from ondevice_rl.train.kit.env_setup import EnvSetup
 
 

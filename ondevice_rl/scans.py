@@ -1,15 +1,19 @@
-"""``lax.scan`` over steps whose outputs are stacked into ``[T, ...]``
-arrays, with the stacking chosen when the program is lowered.
+"""``lax.scan`` in the form each platform runs best, chosen when the
+program is lowered (``lax.platform_dependent``); XLA:CPU keeps the plain
+scan, so its program is what it would be without this module.
 
-A scan stacks each output leaf of a step through a dynamic-update-slice of
-its own. On a GPU a step of a dozen small leaves (a rollout's transition,
-an update's metrics) then breaks its CUDA graph into loose launches: a
-CartPole PPO step was 12 launches, one CUDA graph and 11 kernels and
-memcpys launched alone (``ondevice-rl bench launches``). Off CPU the step's
-leaves are packed into one ``[..., K]`` array per dtype before they are
-stacked and split after the scan: a step is one CUDA graph. XLA:CPU keeps
-the per-leaf program (as fast or faster there, and the CPU program
-unchanged).
+* ``stacked_scan``: a scan stacks each output leaf of a step through a
+  dynamic-update-slice of its own. On a GPU a step of a dozen small leaves
+  (a rollout's transition, an update's metrics) then breaks its CUDA graph
+  into loose launches: a CartPole PPO step was 12 launches, one CUDA graph
+  and 11 kernels and memcpys launched alone (``ondevice-rl bench
+  launches``). Off CPU the step's leaves are packed into one array per
+  dtype before they are stacked and split after the scan: one CUDA graph.
+* ``unrolled_off_cpu``: a scan of small steps (returns, a recurrence)
+  unrolled off CPU, where each iteration costs launches of its own.
+* ``traced_once``: a function traced once, so the platforms' forms replay
+  one jaxpr instead of tracing the Python twice (every scan nested inside
+  would double again).
 """
 
 from collections.abc import Callable
@@ -26,17 +30,38 @@ def stacked_scan(
     """``jax.lax.scan(lambda c, _: step(c), init, None, length)``: the final
     carry and the step's outputs stacked ``[length, ...]``; off CPU as
     ``packed_scan``."""
-    # Traced once: both branches replay its jaxpr (tracing the Python step
-    # per branch would double the trace of every scan nested inside it).
-    traced, consts = jax.closure_convert(step, init)
-
-    def once(carry):
-        return traced(carry, *consts)
-
+    once = traced_once(step, init)
     return jax.lax.platform_dependent(
         cpu=lambda: jax.lax.scan(lambda c, _: once(c), init, None, length=length),
         default=lambda: packed_scan(once, init, length),
     )
+
+
+def unrolled_off_cpu(
+    body: Callable[[Any, Any], tuple[Any, Any]],
+    init: Any,
+    xs: Any,
+    unroll: int,
+    reverse: bool = False,
+) -> tuple[Any, Any]:
+    """``jax.lax.scan(body, init, xs, reverse=reverse)``, unrolled by
+    ``unroll`` off CPU (on a GPU each iteration is a CUDA graph and loose
+    launches; the gradient's reverse scan keeps the unroll)."""
+    example = jax.tree.map(lambda x: x[0], xs)
+    once = traced_once(body, init, example)
+
+    def scan(n: int):
+        return lambda: jax.lax.scan(once, init, xs, reverse=reverse, unroll=n)
+
+    return jax.lax.platform_dependent(cpu=scan(1), default=scan(unroll))
+
+
+def traced_once(fn: Callable, *example: Any) -> Callable:
+    """``fn`` (called as ``fn(*example)``) traced once into a jaxpr, which
+    the returned function replays: its closed-over values become inputs
+    (``jax.closure_convert``)."""
+    traced, consts = jax.closure_convert(fn, *example)
+    return lambda *args: traced(*args, *consts)
 
 
 def packed_scan(
