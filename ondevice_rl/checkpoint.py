@@ -27,7 +27,7 @@ import jax
 import numpy as np
 import orbax.checkpoint as ocp
 
-from ondevice_rl import checksums
+from ondevice_rl import checksums, library_noise
 
 #: Where orbax's manager puts a numbered checkpoint's one (unnamed) item.
 _ITEM = "default"
@@ -149,7 +149,8 @@ def _check_shapes(item: Path, abstract: Any, step: int) -> None:
 class Checkpoints:
     """Numbered checkpoints of one run in ``directory``; saving keeps the
     newest ``keep``. Saves are synchronous (complete, checksums recorded,
-    when ``save`` returns). Reading opens no orbax manager: only the first
+    when ``save`` returns; a failed one leaves nothing behind where it can
+    delete it). Reading opens no orbax manager: only the first
     ``save`` does, so what it counts toward ``keep`` is what is there then."""
 
     def __init__(self, directory: str | Path, keep: int = 3):
@@ -232,11 +233,25 @@ class Checkpoints:
                 cleanup_tmp_directories=True,
             )
             self._manager = ocp.CheckpointManager(self.directory, options=options)
-        self._manager.save(
-            step, args=ocp.args.StandardSave(_to_stored(pytree)), force=True
-        )
-        self._manager.wait_until_finished()
-        checksums.record(self.path(step))
+        try:
+            with library_noise.held():  # orbax's threads report a failure each
+                self._manager.save(
+                    step, args=ocp.args.StandardSave(_to_stored(pytree)), force=True
+                )
+                self._manager.wait_until_finished()
+            checksums.record(self.path(step))
+        except BaseException:
+            self._remove_partial(step)
+            raise
+
+    def _remove_partial(self, step: int) -> None:
+        """Removes what a failed save of ``step`` left (its space is what a
+        full disk needs to record the stop); on a read-only disk it stays,
+        unverified, and is skipped as such."""
+        partial = [*self.directory.glob(f"{step}.orbax-checkpoint-tmp*")]
+        for path in [*partial, self.path(step)]:
+            if path.is_dir() and checksums.verify(path) is not None:
+                shutil.rmtree(path, ignore_errors=True)
 
     def check(self, step: int, like: Any) -> None:
         """``CheckpointMismatch`` unless checkpoint ``step`` holds every leaf

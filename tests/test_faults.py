@@ -23,51 +23,36 @@ import time
 from pathlib import Path
 
 import fault_injection
-import jax
+import fault_runs
 import numpy as np
 import pytest
+from fault_runs import TRAIN
+from fault_runs import assert_same_as as _assert_same_as
+from fault_runs import one_line_error as _one_line_error
+from fault_runs import spawn as _spawn
+from fault_runs import train_tiny as _train
 
 from ondevice_rl import checksums
 from ondevice_rl.checkpoint import Checkpoints
-from ondevice_rl.train import get_algorithm
 from ondevice_rl.train.cli import main
 from ondevice_rl.train.run.artifacts import RunDirError, read_metrics, truncate_metrics
 from ondevice_rl.train.run.lock import DirInUse, DirLock
 from ondevice_rl.train.run.runner import (
     RunWriteError,
     resume_training,
-    train_from_config,
 )
 from ondevice_rl.train.sweep import store
 
-SEED = 3
-CONFIG = dict(env="CartPole-v1", total_timesteps=4096, hidden=(8,))
-TRAIN = [
-    "train", "--env", "CartPole-v1", "--total-timesteps", "4096", "--hidden", "8",
-    "--segments", "4", "--checkpoint-every", "2", "--seed", str(SEED), "--no-progress",
-]  # fmt: skip
-CLI = "import sys; from ondevice_rl.train.cli import main; sys.exit(main())"
-FAULTS = Path(__file__).with_name("fault_injection.py")
 HOLD = (
     "import sys, time; from ondevice_rl.train.run.lock import DirLock; "
     "DirLock(sys.argv[1]).acquire(); print('held', flush=True); time.sleep(600)"
 )
 
 
-def _train(out, **kwargs):
-    config = get_algorithm("ppo").config(**CONFIG)
-    return train_from_config(
-        config, seed=SEED, out_dir=out, num_segments=4, checkpoint_every=2,
-        progress=False, **kwargs,
-    )  # fmt: skip
-
-
 @pytest.fixture(scope="module")
 def reference(tmp_path_factory):
     """The uninterrupted run's directory, rows and final state."""
-    out = tmp_path_factory.mktemp("faults") / "reference"
-    result = _train(out)
-    return out, read_metrics(out / "metrics.jsonl"), result.state
+    return fault_runs.reference(tmp_path_factory)
 
 
 @pytest.fixture
@@ -76,21 +61,6 @@ def run_dir(reference, tmp_path):
     out = tmp_path / "run"
     shutil.copytree(reference[0], out, ignore=shutil.ignore_patterns(".lock"))
     return out
-
-
-def _assert_same_as(reference, out, state=None):
-    """``out`` ends as the reference: rows, final checkpoint, state."""
-    ref_dir, rows, ref_state = reference
-    assert read_metrics(out / "metrics.jsonl") == rows  # exact floats
-    with Checkpoints(out / "checkpoint") as checkpoints:
-        assert checkpoints.verified() == (8, [])
-    if state is not None:
-        for x, y in zip(
-            jax.tree.leaves(state), jax.tree.leaves(ref_state), strict=True
-        ):
-            if jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key):
-                x, y = jax.random.key_data(x), jax.random.key_data(y)
-            np.testing.assert_array_equal(x, y)
 
 
 def _largest_file(step_dir: Path) -> Path:
@@ -116,30 +86,6 @@ def _snapshot(folder: Path) -> dict[str, str]:
         for p in sorted(folder.rglob("*"))
         if p.is_file()
     }
-
-
-def _one_line_error(err: str, command: str, *needles: str) -> str:
-    """Our error is stderr's last line and ours is one line."""
-    lines = err.strip().splitlines()
-    assert lines, "nothing on stderr"
-    assert lines[-1].startswith(f"ondevice-rl {command}: error: "), err
-    assert "Traceback" not in lines[-1]
-    for needle in needles:
-        assert needle in lines[-1], err
-    return lines[-1]
-
-
-def _spawn(args, cache, fault=None):
-    """The CLI in a subprocess (``fault``: ``(root, errno name, budget[,
-    file name])`` for ``fault_injection.py``)."""
-    if fault is None:
-        command = [sys.executable, "-c", CLI, *args]
-    else:
-        command = [sys.executable, str(FAULTS), *map(str, fault), "--", *args]
-    env = dict(os.environ, ONDEVICE_RL_CACHE_DIR=str(cache))
-    return subprocess.Popen(
-        command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-    )
 
 
 # Checkpoints: verified, not trusted.

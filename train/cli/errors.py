@@ -10,10 +10,9 @@ handlers (orbax logs through them), exceptions of background threads
 "Event loop is closed" printed at interpreter exit.
 """
 
-import logging
 import sys
-import threading
 
+from ondevice_rl import library_noise
 from ondevice_rl.train.run.checks import Worded
 
 #: Exit statuses: a bad input or a damaged file; a write that failed.
@@ -33,29 +32,12 @@ def as_flags(error: object) -> object:
     return error.worded(_Flags(FLAGS)) if isinstance(error, Worded) else error
 
 
-def quiet_libraries() -> None:
-    """From now on, library threads, loggers and finalizers print nothing."""
-    for name in ("absl", "orbax"):
-        logger = logging.getLogger(name)
-        logger.setLevel(logging.CRITICAL + 1)
-        logger.propagate = False
-    try:
-        from absl import logging as absl_logging
-
-        absl_logging.set_verbosity(absl_logging.FATAL)
-        absl_logging.get_absl_handler().setLevel(logging.CRITICAL + 1)
-    except ImportError:
-        pass
-    threading.excepthook = lambda args: None
-    sys.unraisablehook = lambda unraisable: None
-
-
 def fail(command: str, message: object, status: int = BAD_INPUT) -> int:
     """Prints our one-line error for ``command`` last; returns ``status``."""
     if isinstance(message, KeyError) and message.args:
         message = message.args[0]  # str(KeyError) adds quotes
     message = as_flags(message)
-    quiet_libraries()
+    library_noise.silence()
     text = " ".join(str(message).split("\n"))
     sys.stdout.flush()
     print(f"ondevice-rl {command}: error: {text}", file=sys.stderr, flush=True)

@@ -69,9 +69,10 @@ def write_json(path: Path, data: dict) -> Path:
     try:
         tmp.write_text(text + "\n")
         os.replace(tmp, path)
-    except OSError:
+    except OSError as e:
         with contextlib.suppress(OSError):
             tmp.unlink()  # a full disk: leave no half file behind
+        e.filename = str(path)  # the file the user knows
         raise
     return path
 

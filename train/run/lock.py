@@ -42,7 +42,9 @@ class DirLock:
             raise RunDirArgError(f"{where} is a file, not a directory")
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
-            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+            # Read-only once created: a process holding no file open for
+            # writing lets its file system be remounted read-only under it.
+            fd = os.open(path, os.O_RDONLY | os.O_CREAT, 0o644)
         except OSError as e:
             raise RunDirArgError(
                 f"{where}: cannot write there ({literal(e.strerror)})"
@@ -67,8 +69,7 @@ class DirLock:
         self._fd = fd
         holder = f"host {socket.gethostname()} pid {os.getpid()}\n"
         try:
-            os.ftruncate(fd, 0)
-            os.pwrite(fd, holder.encode(), 0)
+            path.write_text(holder)
         except OSError:
             pass  # a full disk: the lock holds all the same, unnamed
         return self

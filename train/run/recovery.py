@@ -13,7 +13,10 @@
   exception type orbax raises, is an ``OSError`` (``as_os_error``).
 """
 
+import contextlib
 import errno
+import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +30,7 @@ from ondevice_rl.checkpoint import (
 )
 from ondevice_rl.train.kit.registry import trainer_for
 from ondevice_rl.train.run import artifacts
+from ondevice_rl.train.run.run_files import DirectoryGone
 
 
 class RunWriteError(OSError):
@@ -97,7 +101,11 @@ def as_os_error(error: BaseException, path: Path) -> OSError:
         if isinstance(seen, OSError):
             return OSError(seen.errno, seen.strerror or str(seen), str(path))
         seen = seen.__cause__ or seen.__context__
-    first = (str(error).strip().splitlines() or [type(error).__name__])[0]
+    text = str(error)
+    code = re.search(r"os_error_code='(\d+)'", text)  # tensorstore's words
+    if code:
+        return OSError(int(code[1]), os.strerror(int(code[1])), str(path))
+    first = (text.strip().splitlines() or [type(error).__name__])[0]
     code = errno.ENOSPC if "No space left" in first else errno.EIO
     return OSError(code, first[:200], str(path))
 
@@ -108,6 +116,16 @@ def failure(
     """Records the stop in ``config.json`` (``status``, and ``reason``) if
     that write still succeeds; the error saying so. ``done``: the updates
     written; ``kept``: the last verified checkpoint (0: none)."""
+    if isinstance(error, DirectoryGone):
+        with contextlib.suppress(OSError):  # closes the logs; writes nothing
+            files.finish(None, **status)
+        return RunWriteError(
+            error.errno,
+            f"{files.out}: the run directory was removed or moved while the run "
+            f"wrote to it: stopped after update {done}, nothing written in its "
+            f"place; if it was moved, resume it where it is now with --resume "
+            f"(from {f'update {kept}' if kept else 'the start'})",
+        )
     reason = f"cannot write {where(error, files.out)}"
     try:
         files.finish(None, **status, reason=reason)

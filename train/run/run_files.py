@@ -5,14 +5,18 @@ and TensorBoard scalars appended per segment (and W&B's, when a
 end. Checkpoints are the runner's (``train/run/runner.py``).
 
 A failed write raises ``OSError`` with the file it was writing as its
-``filename``. A resumed run's ``config.json`` keeps a ``resumes`` list: the
-update each resume started from and what it changed or skipped. At each
-checkpoint ``config.json`` also keeps the last ``FINAL_WINDOW`` updates'
-own ``episode_return`` values (``final_window``, by checkpoint update): a
-resume's final return then reads full-resolution values, not rows.
+``filename``; ``DirectoryGone`` when the directory was removed or moved
+since the run opened it (each write checks first, so that nothing is
+written into a directory made in its place). A resumed run's
+``config.json`` keeps a ``resumes`` list: the update each resume started
+from and what it changed or skipped. At each checkpoint ``config.json``
+also keeps the last ``FINAL_WINDOW`` updates' own ``episode_return``
+values (``final_window``, by checkpoint update): a resume's final return
+then reads full-resolution values, not rows.
 """
 
 import contextlib
+import errno
 import os
 from pathlib import Path
 from typing import Any
@@ -25,6 +29,19 @@ from ondevice_rl.train.services.tensorboard import TensorBoardLog
 
 #: Final windows kept in ``config.json``: one per checkpoint kept, and more.
 _KEEP_WINDOWS = 8
+
+
+class DirectoryGone(FileNotFoundError):
+    """The run's directory was removed or moved while the run wrote to it."""
+
+
+def _identity(path: Path) -> tuple[int, int] | None:
+    """``path``'s device and inode (None if it is gone)."""
+    try:
+        stat = path.stat()
+    except FileNotFoundError:
+        return None
+    return stat.st_dev, stat.st_ino
 
 
 def summary(result: Any, status: str) -> dict[str, Any]:
@@ -98,6 +115,7 @@ class RunFiles:
         self.board = None
         if out is None:
             return
+        self._identity = _identity(out)
         path = out / artifacts.METRICS_FILE
         stored = {}
         if resumed:
@@ -122,6 +140,16 @@ class RunFiles:
         with _writing(out):
             self.board = TensorBoardLog(out, self.per_update, done)
 
+    def check_place(self) -> None:
+        """``DirectoryGone`` unless ``out`` is still the directory the run
+        opened."""
+        if self.out is not None and _identity(self.out) != self._identity:
+            raise DirectoryGone(
+                errno.ENOENT,
+                "removed or moved while the run wrote to it",
+                str(self.out),
+            )
+
     def note_resume(self, **fields: Any) -> None:
         """Adds ``fields`` to this resume's entry in ``config.json``."""
         if self.out is not None:
@@ -139,6 +167,7 @@ class RunFiles:
     def status(self, **fields: Any) -> None:
         """Rewrites ``config.json``: the run's spec plus ``fields``."""
         if self.out is not None:
+            self.check_place()
             path = self.out / artifacts.CONFIG_FILE
             with _writing(path):
                 artifacts.write_json(path, dict(self.info, **fields))
@@ -149,6 +178,7 @@ class RunFiles:
         """A segment's ``[R]`` rows, ending at ``updates``; ``sps``: its
         steps per second."""
         if self.out is not None:
+            self.check_place()
             path = self.out / artifacts.METRICS_FILE
             with _writing(path):
                 artifacts.append_metrics(
@@ -163,6 +193,7 @@ class RunFiles:
         """Makes the rows written so far durable (before a checkpoint: a
         resume from it finds its rows even after a power cut)."""
         if self.out is not None:
+            self.check_place()
             path = self.out / artifacts.METRICS_FILE
             with _writing(path), path.open("a") as f:
                 os.fsync(f.fileno())
@@ -196,6 +227,7 @@ class RunFiles:
             with contextlib.suppress(OSError):
                 board.close()
         if metrics is not None:
+            self.check_place()
             path = self.out / artifacts.CURVE_FILE
             steps = np.asarray(row_updates, np.int64) * self.per_update
             with _writing(path):

@@ -51,7 +51,7 @@ class TensorBoardLog:
             from tensorboardX.proto.summary_pb2 import Summary
             from tensorboardX.record_writer import masked_crc32c
         except ImportError:
-            self.writer = None
+            self.path = None
             return
         self._event, self._summary, self._crc = Event, Summary, masked_crc32c
         # Two files opened within a second by one process get distinct names.
@@ -59,25 +59,28 @@ class TensorBoardLog:
             f"events.out.tfevents.{int(time.time())}.{socket.gethostname()}"
             f".{os.getpid()}.{next(_FILE_NUMBER)}"
         )
-        self.writer = open(Path(run_dir) / name, "wb")  # noqa: SIM115
+        # Opened per write, not held: a process holding no file open for
+        # writing lets its file system be remounted read-only under it.
+        self.path, self._pending = Path(run_dir) / name, []
+        self.path.write_bytes(b"")
         self._write(Event(wall_time=time.time(), file_version="brain.Event:2"))
         if first_update:
             purge = first_update * steps_per_update + 1
             start = SessionLog(status=SessionLog.START)
             self._write(Event(step=purge, file_version="brain.Event:2"))
             self._write(Event(step=purge, session_log=start))
-        self.writer.flush()
+        self._flush()
 
     @property
     def enabled(self) -> bool:
-        return self.writer is not None
+        return self.path is not None
 
     def _write(self, event) -> None:
         """One TFRecord: length, its CRC, the event, its CRC."""
         data = event.SerializeToString()
         header = struct.pack("<Q", len(data))
         crc = self._crc
-        self.writer.write(
+        self._pending.append(
             header
             + struct.pack("<I", crc(header))
             + data
@@ -93,7 +96,7 @@ class TensorBoardLog:
         """Writes the ``[R]`` rows ending at ``updates`` (and the segment's
         steps per second at the last), one event per row, and flushes them
         to disk."""
-        if self.writer is None:
+        if self.path is None:
             return
         now = time.time()
         steps = (np.asarray(updates, np.int64) * self.steps_per_update).tolist()
@@ -110,15 +113,21 @@ class TensorBoardLog:
                 values.append(value(tag=metric_tag("sps"), simple_value=sps))
             summary = self._summary(value=values)
             self._write(self._event(wall_time=now, step=step, summary=summary))
-        self.writer.flush()
+        self._flush()
+
+    def _flush(self) -> None:
+        """Appends the records written since the last flush to the file."""
+        pending, self._pending = b"".join(self._pending), []
+        with self.path.open("ab") as f:
+            f.write(pending)
 
     def close(self) -> None:
         """Syncs the file to disk and closes it."""
-        if self.writer is not None:
-            writer, self.writer = self.writer, None
-            with writer:
-                writer.flush()
-                os.fsync(writer.fileno())
+        if self.path is not None:
+            self._flush()
+            with self.path.open("ab") as f:
+                os.fsync(f.fileno())
+            self.path = None
 
 
 def _records(path: Path):
