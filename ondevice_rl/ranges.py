@@ -11,6 +11,8 @@ from typing import Any, NamedTuple
 
 #: Sizes, counts and time limits stay below this (XLA's int32 dimensions).
 MAX_INT = 2**31
+#: The largest float32: scalars are traced as float32, beyond it inf.
+FLOAT32_MAX = 3.4028234663852886e38
 
 
 class Range(NamedTuple):
@@ -36,6 +38,8 @@ class Range(NamedTuple):
         below = number < self.high if self.high_open else number <= self.high
         if not math.isfinite(number):
             raise ValueError(f"{name}={value!r} is not finite (allowed: {self})")
+        if abs(number) > FLOAT32_MAX:
+            raise ValueError(f"{name}={value!r} is beyond float32 (allowed: {self})")
         if not (above and below):
             raise ValueError(f"{name}={value!r} is outside {self}")
         return number

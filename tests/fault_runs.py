@@ -78,17 +78,18 @@ def one_line_error(err: str, command: str, *needles: str) -> str:
     return lines[-1]
 
 
-def spawn(args, cache=None, fault=None, real=None):
+def spawn(args, cache=None, fault=None, real=None, env=None):
     """The CLI in a subprocess, on ``cache`` (default: the suite's) with
     ``fault`` (``(root, errno name, budget[, file name])`` for
-    ``fault_injection.py``) or ``real`` (the arguments of ``real_fs.py``)."""
+    ``fault_injection.py``) or ``real`` (the arguments of ``real_fs.py``),
+    ``env`` added to the environment."""
     if fault is not None:
         command = [TESTS / "fault_injection.py", *fault, "--", *args]
     elif real is not None:
         command = [TESTS / "real_fs.py", *real, "--", *args]
     else:
         command = ["-c", CLI, *args]
-    env = dict(os.environ)
+    env = dict(os.environ, **(env or {}))
     if cache is not None:
         env["ONDEVICE_RL_CACHE_DIR"] = str(cache)
     return subprocess.Popen(

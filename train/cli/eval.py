@@ -15,6 +15,7 @@ from pathlib import Path
 
 from ondevice_rl.ranges import MAX_INT
 from ondevice_rl.train.cli.args import (
+    check_out_file,
     int_arg,
     member_arg,
     member_file,
@@ -24,6 +25,7 @@ from ondevice_rl.train.cli.args import (
 )
 from ondevice_rl.train.cli.errors import WRITE_FAILED, fail
 from ondevice_rl.train.run.checks import SEED_RANGE, RunArgError, check_seed
+from ondevice_rl.train.services.writes import WriteFailed
 
 EVAL_FILE = "eval.json"
 
@@ -195,7 +197,11 @@ def _eval(args) -> int:
     try:
         write_json(path, record)
     except OSError as e:
-        return fail("eval", f"cannot write {path} ({e.strerror})", WRITE_FAILED)
+        return fail(
+            "eval",
+            f"cannot write {path} ({e.strerror}); free space or fix permissions",
+            WRITE_FAILED,
+        )
     print(f"  file     {path}")
     return 0
 
@@ -209,6 +215,8 @@ def _render(args) -> int:
         out = args.out
         if out is None:
             out = args.run_dir / member_file("episode.gif", member)
+        else:
+            check_out_file(out)
         done = render_run(
             args.run_dir,
             out,
@@ -217,6 +225,14 @@ def _render(args) -> int:
             args.fps,
             args.scale,
             member,
+        )
+    except WriteFailed as e:
+        if args.debug:
+            raise
+        return fail(
+            "render",
+            f"{e}; free space or fix permissions, or give another --out",
+            WRITE_FAILED,
         )
     except (ValueError, KeyError, OSError) as e:
         if args.debug:

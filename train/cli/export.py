@@ -5,6 +5,7 @@ policy as a serialized ``jax.export`` artifact that JAX alone loads
 from pathlib import Path
 
 from ondevice_rl.train.cli.args import (
+    check_out_file,
     member_arg,
     member_file,
     one_line_errors,
@@ -53,8 +54,10 @@ def _export(args) -> int:
         else args.run_dir / member_file("policy.bin", member)
     )
     platforms = tuple(p.strip() for p in args.platforms.split(",") if p.strip())
-    if out.is_dir():
-        return fail("export", f"--out {out} is a directory; name the file")
+    try:
+        check_out_file(out)
+    except ValueError as e:
+        return fail("export", e)
     try:
         exported = export_policy(args.run_dir, None, platforms, member=member)
     except (ValueError, KeyError, OSError) as e:
@@ -64,7 +67,12 @@ def _export(args) -> int:
     try:
         size = write_artifact(exported, out)
     except OSError as e:
-        return fail("export", f"cannot write {out} ({e.strerror})", WRITE_FAILED)
+        return fail(
+            "export",
+            f"cannot write {out} ({e.strerror}); free space or fix permissions, "
+            "or give another --out",
+            WRITE_FAILED,
+        )
     print(f"wrote {out}: {size:,} bytes, for {', '.join(exported.platforms)}")
     print(f"  {signature(exported)}")
     return 0

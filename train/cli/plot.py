@@ -5,8 +5,13 @@ sweeps' learning curves on one figure, smoothed, with their spread over seeds
 import sys
 from pathlib import Path
 
-from ondevice_rl.train.cli.args import one_line_errors, positive_int_arg
-from ondevice_rl.train.cli.errors import fail
+from ondevice_rl.train.cli.args import (
+    check_out_file,
+    one_line_errors,
+    positive_int_arg,
+)
+from ondevice_rl.train.cli.errors import WRITE_FAILED, fail
+from ondevice_rl.train.services.writes import WriteFailed
 
 
 def add_subcommands(subparsers, algo: str | None = None) -> None:
@@ -68,6 +73,19 @@ def add_subcommands(subparsers, algo: str | None = None) -> None:
     one_line_errors(plot)
 
 
+def _check_out(out: Path) -> None:
+    """``--out`` a file matplotlib writes (by its suffix), in a directory."""
+    from matplotlib.backend_bases import FigureCanvasBase
+
+    check_out_file(out)
+    kinds = FigureCanvasBase.get_supported_filetypes()
+    suffix = out.suffix[1:].lower()
+    if suffix and suffix not in kinds:
+        raise ValueError(
+            f"--out {out}: cannot write .{suffix} (write {', '.join(sorted(kinds))})"
+        )
+
+
 def _plot(args) -> int:
     from ondevice_rl.train.use.curves import load_series
     from ondevice_rl.train.use.plots import plot_series
@@ -76,6 +94,7 @@ def _plot(args) -> int:
         print(f"ondevice-rl plot: warning: {message}", file=sys.stderr, flush=True)
 
     try:
+        _check_out(args.out)
         series = load_series(
             args.paths, args.metric, args.top, warn, group=not args.separate
         )
@@ -87,6 +106,14 @@ def _plot(args) -> int:
             args.smooth,
             args.span,
             args.band,
+        )
+    except WriteFailed as e:
+        if args.debug:
+            raise
+        return fail(
+            "plot",
+            f"{e}; free space or fix permissions, or give another --out",
+            WRITE_FAILED,
         )
     except (ValueError, KeyError, OSError) as e:
         if args.debug:

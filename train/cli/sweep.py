@@ -36,6 +36,7 @@ from ondevice_rl.train.cli.args import (
     add_distributed_arguments,
     flag_name,
     int_arg,
+    positive_int_arg,
 )
 from ondevice_rl.train.cli.errors import WRITE_FAILED, fail
 from ondevice_rl.train.cli.sweep_specs import (
@@ -120,7 +121,7 @@ def add_subcommands(subparsers, algo: str = DEFAULT) -> None:
     parser.add_argument("--chunk-size", type=int_arg, help="members per compiled call")
     parser.add_argument("--memory-budget", help="bytes per device, e.g. 2G")
     parser.add_argument(
-        "--top", type=int_arg, default=10, help="settings to print/plot"
+        "--top", type=positive_int_arg, default=10, help="settings to print/plot"
     )
     parser.add_argument("--no-progress", action="store_true")
     sweep_search.add_arguments(parser)
@@ -163,6 +164,8 @@ def _read_args(args, algo: str = DEFAULT) -> dict:
         raise CLIError(f"--samples: expected >= 1, got {args.samples}")
     if args.chunk_size is not None and args.chunk_size < 1:
         raise CLIError(f"--chunk-size: expected >= 1, got {args.chunk_size}")
+    if args.sample_seed is not None and args.sample_seed < 0:
+        raise CLIError(f"--sample-seed: expected >= 0, got {args.sample_seed}")
     return {
         "algorithm": algorithm,
         "base": None if args.recipe is None else _recipe_base(args, algorithm),
@@ -232,6 +235,7 @@ def _plan(request: dict):
 
 def run(args: argparse.Namespace) -> int:
     from ondevice_rl.train.run import artifacts
+    from ondevice_rl.train.run.entry import check_out_dir
     from ondevice_rl.train.run.lock import DirLock
     from ondevice_rl.train.sweep import SweepSpecError, store
 
@@ -253,6 +257,8 @@ def run(args: argparse.Namespace) -> int:
         plan = _plan(request)  # checked; nothing written or compiled yet
         if request.get("strategy"):
             sweep_search.check(request, plan)
+        if main and not args.resume:  # what the lock (a file) would come before
+            check_out_dir(out, args.force)
         if main:  # one writer per directory: the main process
             lock = DirLock(out).acquire()
         if main and not args.resume:
@@ -266,7 +272,12 @@ def run(args: argparse.Namespace) -> int:
         return _sweep(args, out, request, plan, main)
     except OSError as err:  # a full disk, a read-only directory
         where = f"{err.filename} " if err.filename else ""
-        return fail("sweep", f"cannot write {where}({err.strerror})", WRITE_FAILED)
+        return fail(
+            "sweep",
+            f"cannot write {where}({err.strerror}): free space or fix permissions, "
+            f"then continue with --resume --out {out}",
+            WRITE_FAILED,
+        )
     finally:
         if lock is not None:
             lock.release()

@@ -12,7 +12,6 @@ covers; update ``i`` ends at ``i * steps_per_update`` env steps.
 ``metrics.jsonl`` rows are keyed by their ``update`` field, not their line.
 """
 
-import contextlib
 import json
 import math
 import os
@@ -24,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from ondevice_rl.train.run.checks import Worded, literal
+from ondevice_rl.train.services.writes import write_whole
 
 CONFIG_FILE = "config.json"
 METRICS_FILE = "metrics.jsonl"
@@ -65,15 +65,7 @@ def write_json(path: Path, data: dict) -> Path:
     """Writes strict JSON (non-finite floats as null), atomically: a kill
     leaves the old file or the new one, never half of one."""
     text = json.dumps(_strict(data), indent=2, default=str, allow_nan=False)
-    tmp = path.with_name(path.name + ".tmp")
-    try:
-        tmp.write_text(text + "\n")
-        os.replace(tmp, path)
-    except OSError as e:
-        with contextlib.suppress(OSError):
-            tmp.unlink()  # a full disk: leave no half file behind
-        e.filename = str(path)  # the file the user knows
-        raise
+    write_whole(path, lambda tmp: tmp.write_text(text + "\n"))
     return path
 
 
@@ -199,9 +191,7 @@ def truncate_metrics(path: Path, updates: int) -> list[dict]:
             "checkpoint it resumes from"
         )
     text = "".join(json.dumps(r, allow_nan=False) + "\n" for r in rows)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
+    write_whole(path, lambda tmp: tmp.write_text(text))
     return rows
 
 
@@ -314,5 +304,4 @@ def plot_curve(
     ax.set_title(title)
     ax.grid(alpha=0.3)
     fig.tight_layout()
-    fig.savefig(path)
-    return path
+    return write_whole(path, fig.savefig)

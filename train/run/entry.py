@@ -104,6 +104,25 @@ class PreparedRun(NamedTuple):
     created: bool  # ``out`` is a new directory made by ``new_run_dir``
 
 
+def check_out_dir(out: Path, force: bool) -> None:
+    """What ``artifacts.prepare_run_dir`` will refuse in ``out``, found
+    without writing (the run's lock, taken before it looks, is a file)."""
+    where = f"{{out_dir}} {literal(out)}"
+    try:
+        if out.exists() and not out.is_dir():
+            raise RunDirArgError(f"{where} is a file, not a directory")
+        earlier = out.is_dir() and any(p.name != LOCK_FILE for p in out.iterdir())
+    except OSError as e:  # a name too long, a directory we may not read
+        raise RunDirArgError(
+            f"{where}: cannot use it ({literal(e.strerror)})"
+        ) from None
+    if earlier and not force:
+        raise RunDirArgError(
+            f"{where} holds an earlier run; {{resume}} continues it, {{force}} "
+            "replaces it"
+        )
+
+
 def prepare_run(
     *,
     algo: str | None,
@@ -113,12 +132,17 @@ def prepare_run(
     seed: int,
     out: Any,
     where: str,
+    force: bool = False,
+    wandb: str | None = None,
     **run_args: Any,
 ) -> PreparedRun:
     """The config and env params, checked with the run's other arguments as
-    ``train_from_config`` will check them (the env too), then the directory:
-    ``out``, or a new one (``created``) if ``out`` is ``NEW_RUN_DIR``."""
+    ``train_from_config`` will check them (the env, the device memory and
+    ``out`` too), then the directory: ``out``, or a new one (``created``)
+    if ``out`` is ``NEW_RUN_DIR``."""
     from ondevice_rl.train.recipes.loader import recipe_env_params
+    from ondevice_rl.train.services.memory import check_fits
+    from ondevice_rl.train.services.wandb_log import WandbLog
 
     config = build_config(algo, recipe, fields, where)
     params = dict(recipe_env_params(recipe) or {}) if recipe is not None else {}
@@ -126,6 +150,10 @@ def prepare_run(
     params = params or None
     check_run_args(checkpoint_every=run_args.pop("checkpoint_every", None))
     RunSpec.create(config, seed=seed, env_params=params, **run_args)
+    check_fits(config)
+    WandbLog.opener(wandb)  # an empty project name, no wandb package
+    if out is not NEW_RUN_DIR and out is not None:
+        check_out_dir(Path(out), force)
     if out is NEW_RUN_DIR:
         new = new_run_dir(config.env, algorithm_of(config).name, seed)
         return PreparedRun(config, params, new, True)
@@ -225,6 +253,8 @@ def run_training(
             seed=seed,
             out=out,
             where="run_training",
+            force=force,
+            wandb=wandb,
             num_segments=segments,
             **run_args,
         )

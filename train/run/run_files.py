@@ -26,6 +26,7 @@ import numpy as np
 from ondevice_rl.train.kit.registry import algorithm_of
 from ondevice_rl.train.run import artifacts
 from ondevice_rl.train.services.tensorboard import TensorBoardLog
+from ondevice_rl.train.services.writes import writing
 
 #: Final windows kept in ``config.json``: one per checkpoint kept, and more.
 _KEEP_WINDOWS = 8
@@ -60,16 +61,6 @@ def summary(result: Any, status: str) -> dict[str, Any]:
         checkpoint=result.checkpoint,
         nonfinite=result.nonfinite,
     )
-
-
-@contextlib.contextmanager
-def _writing(path: Path):
-    """Names ``path`` in an ``OSError`` raised without a file name."""
-    try:
-        yield
-    except OSError as e:
-        e.filename = e.filename or str(path)
-        raise
 
 
 def _stored_tail(stored: dict, done: int, earlier: dict, log_every: int) -> list:
@@ -125,7 +116,7 @@ class RunFiles:
             self.note_resume(
                 from_update=done, total_timesteps=spec.config.total_timesteps
             )
-        with _writing(path):
+        with writing(path):
             if done:
                 rows = artifacts.truncate_metrics(path, done)
                 self.earlier = artifacts.rows_to_metrics(rows)
@@ -137,7 +128,7 @@ class RunFiles:
                 path.write_text("")
         if self.earlier_tail:
             self.info["final_window"] = {str(done): self.earlier_tail}
-        with _writing(out):
+        with writing(out):
             self.board = TensorBoardLog(out, self.per_update, done)
 
     def check_place(self) -> None:
@@ -169,7 +160,7 @@ class RunFiles:
         if self.out is not None:
             self.check_place()
             path = self.out / artifacts.CONFIG_FILE
-            with _writing(path):
+            with writing(path):
                 artifacts.write_json(path, dict(self.info, **fields))
 
     def append(
@@ -180,11 +171,11 @@ class RunFiles:
         if self.out is not None:
             self.check_place()
             path = self.out / artifacts.METRICS_FILE
-            with _writing(path):
+            with writing(path):
                 artifacts.append_metrics(
                     path, rows, self.per_update, 0, updates, sync=False
                 )
-            with _writing(self.out):
+            with writing(self.out):
                 self.board.append(rows, updates, sps)
         if self.wandb is not None:
             self.wandb.append(rows, updates, sps)
@@ -195,7 +186,7 @@ class RunFiles:
         if self.out is not None:
             self.check_place()
             path = self.out / artifacts.METRICS_FILE
-            with _writing(path), path.open("a") as f:
+            with writing(path), path.open("a") as f:
                 os.fsync(f.fileno())
 
     def checkpointed(self, update: int, tail: list[float]) -> None:
@@ -230,6 +221,6 @@ class RunFiles:
             self.check_place()
             path = self.out / artifacts.CURVE_FILE
             steps = np.asarray(row_updates, np.int64) * self.per_update
-            with _writing(path):
+            with writing(path):
                 artifacts.plot_curve(path, metrics, steps, self.title)
         self.status(**status)

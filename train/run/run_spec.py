@@ -185,9 +185,12 @@ class RunSpec(NamedTuple):
         try:
             algorithm = get_algorithm(algo)
         except KeyError as e:
-            raise bad(e.args[0]) from None
+            raise bad(f"algo: {e.args[0]}") from None
         values = field("config", dict, "an object of config fields")
         hp = field("hyperparams", dict, "an object of numbers")
+        for name, value in hp.items():
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                raise bad(f"hyperparams.{name} must be a number, got {value!r}")
         seed = field("seed", int, f"in {SEED_RANGE}", lambda v: 0 <= v < SEED_BOUND)
         env_params = field("env_params", dict | None, "an object or null", None, None)
         positive = "a positive integer"
@@ -205,7 +208,10 @@ class RunSpec(NamedTuple):
             if unknown:
                 raise ValueError(f"unknown hyperparameters {unknown}")
             hyperparams = config.replace(**hp).hyperparams
-            env = trainer_for(config).env.unwrapped  # a known env, a usable one
+            try:  # a known env, a usable one
+                env = trainer_for(config).env.unwrapped
+            except (ValueError, KeyError) as e:
+                raise ValueError(f"env: {e.args[0] if e.args else e}") from None
             if env_params is not None:
                 env_params = env.check_params(env_params)
         except (ValueError, KeyError, TypeError) as e:

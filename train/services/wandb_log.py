@@ -10,8 +10,15 @@ summary gets the final status and return. The W&B run's id is kept in
 ``config.json`` (``wandb``), so a resumed run goes on logging into it
 (``WandbLog.resumer``). ``WANDB_MODE=offline`` writes it locally, for
 ``wandb sync`` later.
+
+W&B writes through its own process and threads; the run's own files do not
+depend on it. When W&B fails mid-run (its directory full or read-only, its
+process gone) the run says so in one line and goes on without it; while a
+W&B run is open, a logging handler that cannot write (W&B's debug log on a
+full disk) is not reported per record (``logging.raiseExceptions``).
 """
 
+import logging
 import math
 from collections.abc import Callable
 from pathlib import Path
@@ -20,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from ondevice_rl.train.run.checks import RunArgError
+from ondevice_rl.train.services.progress import to_stderr
 from ondevice_rl.train.services.tensorboard import metric_tag
 
 #: ``config.json``'s key for the W&B project and run id.
@@ -50,8 +58,23 @@ class WandbLog:
     def __init__(self, run: Any, steps_per_update: int):
         self.run = run
         self.steps_per_update = steps_per_update
+        self.failed: str | None = None  # why W&B stopped, if it did
         run.define_metric(STEP)
         run.define_metric("*", step_metric=STEP)
+
+    def _call(self, call: Callable[[], Any]) -> None:
+        """``call()`` unless W&B failed before; its failure is one line,
+        after which the run goes on without W&B."""
+        if self.failed is not None:
+            return
+        try:
+            call()
+        except Exception as e:  # noqa: BLE001  (W&B raises its own kinds)
+            self.failed = _first_line(e)
+            to_stderr(
+                f"ondevice-rl: warning: W&B stopped ({self.failed}); training "
+                "goes on without it, its own files unaffected"
+            )
 
     @classmethod
     def opener(cls, project: str | None) -> Opener:
@@ -96,11 +119,11 @@ class WandbLog:
 
     @classmethod
     def _start(cls, wandb: Any, spec: Any, **kwargs: Any) -> "WandbLog":
+        logging.raiseExceptions = False  # see the module's text
         try:
             run = wandb.init(reinit="create_new", **kwargs)
         except Exception as e:  # noqa: BLE001  (W&B raises its own kinds)
-            first = (str(e).strip().splitlines() or [type(e).__name__])[0]
-            raise ValueError(f"W&B could not start a run: {first}") from None
+            raise ValueError(f"W&B could not start a run: {_first_line(e)}") from None
         return cls(run, spec.config.steps_per_update)
 
     def append(
@@ -118,11 +141,16 @@ class WandbLog:
             if i == count - 1:
                 data[metric_tag("sps")] = float(sps)
             data.update({STEP: update * per_update, "update": update})
-            self.run.log(data)
+            self._call(lambda data=data: self.run.log(data))
 
     def finish(self, status: dict) -> None:
         """The summary (status, updates, final return, ...); ends the run."""
         for key, value in status.items():
             if isinstance(value, int | float | str):
-                self.run.summary[key] = value
-        self.run.finish(exit_code=0 if status.get("status") == "finished" else 1)
+                self._call(lambda k=key, v=value: self.run.summary.__setitem__(k, v))
+        code = 0 if status.get("status") == "finished" else 1
+        self._call(lambda: self.run.finish(exit_code=code))
+
+
+def _first_line(error: BaseException) -> str:
+    return (str(error).strip().splitlines() or [type(error).__name__])[0][:200]

@@ -19,7 +19,6 @@ file.
 
 import contextlib
 import json
-import os
 import zipfile
 import zlib
 from pathlib import Path
@@ -29,6 +28,7 @@ import jax
 import numpy as np
 
 from ondevice_rl.train.run.artifacts import RunDirError
+from ondevice_rl.train.services.writes import write_whole
 
 PARAMS_GLOB = "params-*.npz"
 SPEC_KEY = "spec"
@@ -77,15 +77,7 @@ def save_params(folder: Path, members: dict[int, tuple[dict, Any]]) -> Path | No
 def save_npz(path: Path, arrays: dict[str, np.ndarray]) -> Path:
     """Writes ``arrays`` to ``path`` atomically: a kill or a full disk leaves
     the old file or the new one, never half of one."""
-    tmp = path.with_name(f".tmp-{path.name}")
-    try:
-        np.savez(tmp, **arrays)
-        os.replace(tmp, path)
-    except OSError:
-        with contextlib.suppress(OSError):
-            tmp.unlink()
-        raise
-    return path
+    return write_whole(path, lambda tmp: np.savez(tmp, **arrays))
 
 
 def _indices(path: Path) -> set[int]:

@@ -23,6 +23,7 @@ import jax
 
 from ondevice_rl.train.kit.registry import algorithm_of
 from ondevice_rl.train.run.artifacts import write_json
+from ondevice_rl.train.services.writes import writing
 from ondevice_rl.train.sweep import stats
 from ondevice_rl.train.sweep.results import SweepResult, _fmt, format_values, scores
 from ondevice_rl.train.sweep.space import SweepPlan
@@ -163,21 +164,27 @@ def write_profile(result: SweepResult, path: Path, top: int = 10) -> Path:
 def write_outputs(result: SweepResult, out: Path, top: int = 10) -> list[Path]:
     """Writes every file listed in the module docstring into ``out``."""
     out.mkdir(parents=True, exist_ok=True)
-    return [
-        result.write_csv(out / "sweep.csv"),
-        write_ranking(result, out / "ranking.csv"),
-        result.write_curves(out / "curves.npz"),
-        result.plot_curves(out / "curves.png", top=top),
-        write_profile(result, out / "profile.png", top=top),
-        write_summary(result, out / "summary.json"),
-    ]
+    writers = {
+        "sweep.csv": result.write_csv,
+        "ranking.csv": lambda path: write_ranking(result, path),
+        "curves.npz": result.write_curves,
+        "curves.png": lambda path: result.plot_curves(path, top=top),
+        "profile.png": lambda path: write_profile(result, path, top=top),
+        "summary.json": lambda path: write_summary(result, path),
+    }
+    written = []
+    for name, write in writers.items():
+        with writing(out / name):  # names the file whatever the writer
+            written.append(write(out / name))
+    return written
 
 
 def print_plan(plan: SweepPlan) -> None:
-    """One line: members, settings, seeds, devices."""
+    """One line on stdout (stderr is for progress and errors): members,
+    settings, seeds, devices."""
     from rich.console import Console
 
-    Console(stderr=True).print(
+    Console().print(
         f"[bold]{plan.base.env}[/]: {len(plan.members)} members = "
         f"{plan.num_settings} settings × {len(plan.seeds)} seeds, on "
         f"{jax.device_count()} device(s) in {jax.process_count()} process(es)"

@@ -25,6 +25,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from ondevice_rl.metrics import final_return
+from ondevice_rl.train.services.writes import write_whole
 from ondevice_rl.train.sweep.space import Member, SweepPlan
 
 #: A member's scores (``scores``), in ``sweep.csv``'s column order.
@@ -270,7 +271,7 @@ class SweepResult:
         if curves:
             ax.legend(fontsize=7, loc="best")
         fig.tight_layout()
-        fig.savefig(path)
+        write_whole(path, fig.savefig)
         plt.close(fig)
         return Path(path)
 

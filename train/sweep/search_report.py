@@ -29,6 +29,7 @@ import numpy as np
 
 from ondevice_rl.train.kit.registry import algorithm_of
 from ondevice_rl.train.run.artifacts import write_json
+from ondevice_rl.train.services.writes import write_whole, writing
 from ondevice_rl.train.sweep import member_files, stats
 from ondevice_rl.train.sweep.results import _fmt
 from ondevice_rl.train.sweep.search_result import (
@@ -104,7 +105,7 @@ def plot_lineage(result: SearchResult, path: Path, group: int = 0) -> Path:
         "refilled after the round)"
     )
     fig.tight_layout()
-    fig.savefig(path)
+    write_whole(path, fig.savefig)
     plt.close(fig)
     return path
 
@@ -196,21 +197,26 @@ def write_outputs(result: SearchResult, out: Path) -> list[Path]:
     profile = {
         result.strategy.name: [p.get("score", np.nan) for p in picks],
     }
-    return [
-        write_rows(result.rows(), out / "sweep.csv"),
-        write_curves(result, out / "curves.npz"),
-        write_lineage(result, out / "lineage.csv"),
-        plot_lineage(result, out / "lineage.png"),
-        stats.plot_performance_profiles(
+    writers = {
+        "sweep.csv": lambda path: write_rows(result.rows(), path),
+        "curves.npz": lambda path: write_curves(result, path),
+        "lineage.csv": lambda path: write_lineage(result, path),
+        "lineage.png": lambda path: plot_lineage(result, path),
+        "profile.png": lambda path: stats.plot_performance_profiles(
             profile,
-            out / "profile.png",
+            path,
             xlabel=f"handed-back member's score τ (last {result.score_episodes} "
             "episodes)",
             title=f"{result.plan.base.env}: {len(picks)} search seed(s)",
         ),
-        save_params(result, out),
-        write_summary(result, out / "summary.json"),
-    ]
+        MEMBERS_DIR: lambda path: save_params(result, out),
+        "summary.json": lambda path: write_summary(result, path),
+    }
+    written = []
+    for name, write in writers.items():
+        with writing(out / name):  # names the file whatever the writer
+            written.append(write(out / name))
+    return written
 
 
 def print_result(result: SearchResult, out: Path | None = None) -> None:

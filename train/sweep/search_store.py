@@ -66,8 +66,9 @@ def save_round(
         checksums.record(tmp)
         shutil.rmtree(final, ignore_errors=True)
         tmp.rename(final)
-    except OSError:
+    except OSError as e:
         shutil.rmtree(tmp, ignore_errors=True)  # a full disk: no half round
+        e.filename = str(final)  # zipfile's writes name no file
         raise
     for _, old in _round_dirs(out)[:-KEEP]:
         shutil.rmtree(old, ignore_errors=True)

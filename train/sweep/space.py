@@ -31,6 +31,9 @@ from ondevice_rl.networks import ACTIVATIONS
 from ondevice_rl.train.kit.registry import algorithm_of, trainer_for
 from ondevice_rl.train.run.checks import SEED_BOUND, SEED_RANGE
 
+#: Members a sweep may have: its plan lists them all, one by one.
+MAX_MEMBERS = 2**20
+
 
 class SweepSpecError(ValueError):
     """A search specification that cannot be run (one-line message)."""
@@ -261,6 +264,13 @@ def build_plan(
         raise SweepSpecError("samples given but no uniform/loguniform range")
     if samples is not None and samples < 1:
         raise SweepSpecError(f"samples must be >= 1, got {samples}")
+    seed_count = seeds if isinstance(seeds, int | np.integer) else len(seeds)
+    count = math.prod(map(len, grid.values())) * (samples or 1) * seed_count
+    if count > MAX_MEMBERS:  # before a list of them is made
+        raise SweepSpecError(
+            f"{count:,} members (settings x samples x seeds) is more than a "
+            f"sweep may have ({MAX_MEMBERS:,})"
+        )
 
     draws: list[dict[str, Any]] = [{}]
     if random:

@@ -25,6 +25,8 @@ from pathlib import Path
 import numpy as np
 from scipy import stats as scipy_stats
 
+from ondevice_rl.train.services.writes import write_whole
+
 #: Bootstrap resamples behind every interval.
 REPS = 2000
 CONFIDENCE = 0.95
@@ -159,6 +161,6 @@ def plot_performance_profiles(
     ax.set_title(title)
     ax.grid(alpha=0.3)
     fig.tight_layout()
-    fig.savefig(path)
+    write_whole(path, fig.savefig)
     plt.close(fig)
     return Path(path)

@@ -29,6 +29,7 @@ from typing import Any
 import jax
 
 from ondevice_rl.train.kit.state import PolicyParams
+from ondevice_rl.train.services.writes import write_whole
 
 #: Platforms the artifact is lowered for, unless told otherwise.
 PLATFORMS = ("cpu", "cuda", "rocm", "tpu")
@@ -130,12 +131,6 @@ def export_policy(
 def write_artifact(exported: jax.export.Exported, out: str | Path) -> int:
     """Writes ``exported``'s serialized bytes to ``out`` atomically (a kill
     leaves the old file or the new one); returns their number."""
-    out = Path(out)
     blob = exported.serialize()
-    tmp = out.with_name(out.name + ".tmp")
-    try:
-        tmp.write_bytes(blob)
-        tmp.replace(out)
-    finally:
-        tmp.unlink(missing_ok=True)
+    write_whole(out, lambda tmp: tmp.write_bytes(blob))
     return len(blob)

@@ -10,6 +10,7 @@ the line. Drawn with matplotlib's Agg ``Figure`` API (no pyplot state), as
 
 from pathlib import Path
 
+from ondevice_rl.train.services.writes import write_whole
 from ondevice_rl.train.use.curves import Series
 from ondevice_rl.train.use.smoothing import Curve, summarize
 
@@ -86,5 +87,5 @@ def plot_series(
     image file ``path`` and returns the figure."""
     curves = [summarize(s, smooth, span, band) for s in series]
     fig = figure(curves, metric, title, describe(curves, smooth, span, band))
-    fig.savefig(path)
+    write_whole(path, fig.savefig)
     return fig

@@ -20,6 +20,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ondevice_rl.train.services.writes import write_whole
 from ondevice_rl.train.use.renderers import check_renderable, renderer_for
 
 
@@ -175,7 +176,7 @@ def render_run(
             frames.append(renderer.draw(*at))
         if scale != 1.0:
             frames = [_resized(f, scale) for f in frames]
-        write_video(frames, out, fps or renderer.fps)
+        write_whole(out, lambda tmp: write_video(frames, tmp, fps or renderer.fps))
     finally:
         renderer.close()
     return {
