@@ -73,7 +73,7 @@ PER_SET ?= 8
 EVAL ?= 32
 recipe-seeds: $(STAMP)
 	for r in $(RECIPES); do \
-		$(BIN)/python -m ondevice_rl.train.sweep.seed_sets --recipe $$r --sets $(SETS) --per-set $(PER_SET) \
+		$(BIN)/ondevice-rl seeds $$r --keys 0..$$(( $(SETS) * $(PER_SET) - 1 )) --sets $(SETS) \
 			--eval-episodes $(EVAL) --out runs/seeds/$$r \
 		&& cp runs/seeds/$$r/seed_sets.json docs/results/$${r}_seeds.json || exit 1; \
 	done
@@ -89,7 +89,7 @@ LONG_RECIPES ?= minatar_breakout_ppo minatar_space_invaders_ppo minatar_breakout
 LONG_SEEDS ?= 4
 recipe-seeds-long: $(STAMP)
 	for r in $(LONG_RECIPES); do \
-		$(BIN)/python -m ondevice_rl.train.sweep.seed_sets --recipe $$r --sets 1 --per-set $(LONG_SEEDS) \
+		$(BIN)/ondevice-rl seeds $$r --keys 0..$$(( $(LONG_SEEDS) - 1 )) \
 			--eval-episodes $(EVAL) --checkpoint --out runs/seeds/$$r \
 		&& cp runs/seeds/$$r/seed_sets.json docs/results/$${r}_seeds.json || exit 1; \
 	done

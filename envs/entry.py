@@ -72,7 +72,9 @@ def import_entry(entry: str) -> Any:
             known = [n for n in dir(obj) if not n.startswith("_")]
             close = difflib.get_close_matches(part, known, n=2, cutoff=0.6)
             hint = f" (did you mean {', '.join(close)}?)" if close else ""
-            raise EnvEntryError(f"{where} has no attribute {part!r}{hint}")
+            raise EnvEntryError(
+                f"{where} has no attribute {part!r}{hint}, as {entry!r} needs"
+            )
         obj = getattr(obj, part)
     return obj
 

@@ -80,7 +80,8 @@ def config_from_env(
     )
     if coordinator is None and num_processes is None and process_id is None:
         return None
-    if coordinator == AUTO:
+    if coordinator == AUTO:  # JAX detects what is not given
+        _check_counts(num_processes, process_id)
         return DistributedConfig(AUTO, num_processes, process_id)
     missing = [
         name
@@ -98,13 +99,22 @@ def config_from_env(
         raise ValueError(
             f"coordinator must be host:port (or {AUTO!r}), got {coordinator!r}"
         )
-    if num_processes < 1:
-        raise ValueError(f"num_processes must be >= 1, got {num_processes}")
-    if not 0 <= process_id < num_processes:
-        raise ValueError(
-            f"process_id must be in 0..{num_processes - 1}, got {process_id}"
-        )
+    _check_counts(num_processes, process_id)
     return DistributedConfig(coordinator, num_processes, process_id)
+
+
+def _check_counts(num_processes: int | None, process_id: int | None) -> None:
+    """ValueError (one line) for a count or an id out of range (None: not
+    given)."""
+    if num_processes is not None and num_processes < 1:
+        raise ValueError(f"num_processes must be >= 1, got {num_processes}")
+    if process_id is not None and process_id < 0:
+        raise ValueError(f"process_id must be >= 0, got {process_id}")
+    if num_processes is not None and process_id is not None:
+        if process_id >= num_processes:
+            raise ValueError(
+                f"process_id must be in 0..{num_processes - 1}, got {process_id}"
+            )
 
 
 def is_initialized() -> bool:

@@ -496,11 +496,11 @@ def test_population_of_256_cartpole_members_on_cpu():
 
 
 def test_seed_sets_state_iqm_ci_and_worst_seed_per_set(base, tmp_path, capsys):
-    """``python -m ondevice_rl.train.sweep.seed_sets``: a recipe over disjoint
-    sets of seeds (here TINY, 2 sets of 4: the fixture's program)."""
+    """``ondevice-rl seeds``' engine: a recipe over disjoint sets of seeds
+    (here TINY, 2 sets of 4: the fixture's program)."""
     from ondevice_rl.train.sweep import seed_sets
 
-    record = seed_sets.measure(TINY, sets=2, per_set=4, first=10, eval_episodes=3)
+    record = seed_sets.measure(TINY, range(10, 18), sets=2, eval_episodes=3)
     assert [r["seeds"] for r in record["sets"]] == [
         "seeds 10-13", "seeds 14-17", "all 8 seeds"
     ]  # fmt: skip
@@ -534,13 +534,14 @@ def test_seed_sets_state_iqm_ci_and_worst_seed_per_set(base, tmp_path, capsys):
         assert r["eval"]["ci"][0] <= r["eval"]["iqm"] <= r["eval"]["ci"][1]
     assert "IQM deterministic evaluation (3 episodes)" in seed_sets.table(record)
     _recipes_page_states_the_record(record, tmp_path, seed_sets)
+    _the_seeds_command_states_the_same(record, tmp_path, capsys)
     # --checkpoint: the same members trained in checkpointed rounds end with
     # the same numbers; run again, it resumes from the last round, trains
     # nothing and states the same.
     where = tmp_path / "checkpointed"
     for resumed_from in (0, 3):
         rounds = seed_sets.measure(
-            TINY, 2, 4, 10, 3, where, round_updates=2, progress=True
+            TINY, range(10, 18), 2, 3, where, round_updates=2, progress=True
         )
         assert rounds["sets"] == record["sets"]
         assert rounds["resumed_from"] == resumed_from
@@ -551,6 +552,29 @@ def test_seed_sets_state_iqm_ci_and_worst_seed_per_set(base, tmp_path, capsys):
     assert sorted(p.name for p in (where / "search").iterdir()) == [
         "round-2", "round-3"
     ]  # fmt: skip
+
+
+def _the_seeds_command_states_the_same(record, tmp_path, capsys):
+    """``ondevice-rl seeds FILE --keys 10..17 --sets 2``: the same record
+    (the same program, from the population cache), its table printed."""
+    from ondevice_rl.train.cli import main
+    from ondevice_rl.train.sweep import seed_sets
+
+    fields = {"algo": "ppo", **TINY.to_dict()}
+    recipe = tmp_path / "tiny.toml"
+    recipe.write_text(
+        "".join(f"{k} = {json.dumps(v)}\n" for k, v in fields.items() if v is not None)
+    )
+    out = tmp_path / "seeds"
+    argv = ["seeds", str(recipe), "--keys", "10..17", "--sets", "2"]
+    argv += ["--eval-episodes", "3", "--cpu-devices", "1", "--no-progress"]
+    capsys.readouterr()
+    assert main([*argv, "--out", str(out)]) == 0
+    stored = json.loads((out / "seed_sets.json").read_text())
+    assert stored["sets"] == record["sets"] and stored["keys"] == "10..17"
+    printed = capsys.readouterr().out
+    assert printed.startswith(seed_sets.table(record))
+    assert (out / "seed_sets.md").read_text() == seed_sets.table(record)
 
 
 def _recipes_page_states_the_record(record, tmp_path, seed_sets):
@@ -584,13 +608,13 @@ def _recipes_page_states_the_record(record, tmp_path, seed_sets):
 
 @pytest.mark.slow
 def test_seed_sets_checkpoint_resumes_after_kill_9_to_the_same_record(tmp_path):
-    """``seed_sets --checkpoint`` killed with SIGKILL mid-run, then the same
+    """``seeds --checkpoint`` killed with SIGKILL mid-run, then the same
     command again: the record equals the uninterrupted run's."""
+    cli = "import sys; from ondevice_rl.train.cli import main; sys.exit(main())"
 
     def command(out):
         return [
-            sys.executable, "-m", "ondevice_rl.train.sweep.seed_sets",
-            "--recipe", "cartpole_ppo", "--sets", "1", "--per-set", "2",
+            sys.executable, "-c", cli, "seeds", "cartpole_ppo", "--keys", "0..1",
             "--set", "total_timesteps=40960", "--set", "num_envs=4",
             "--set", "num_steps=32", "--set", "hidden=[16]", "--eval-episodes", "2",
             "--checkpoint", "--round-updates", "8", "--out", str(out),

@@ -1,6 +1,6 @@
 """The ``ondevice-rl`` command line: ``train``, ``algos``, ``envs``,
-``recipes``, ``sweep``, ``bench``, ``eval``, ``render``, ``plot``,
-``export``, ``check-env``.
+``recipes``, ``sweep``, ``seeds``, ``bench``, ``eval``, ``render``,
+``plot``, ``export``, ``check-env``.
 
 Each subcommand lives in its own module of this package exposing
 ``add_subcommands(subparsers, algo)``; the chosen subcommand's parser sets
@@ -24,6 +24,7 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
         export,
         listing,
         plot,
+        seeds,
         sweep,
         train,
     )
@@ -35,13 +36,29 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
         description="Reinforcement learning fused into one compiled JAX program.",
     )
     subparsers = parser.add_subparsers(dest="command", required=True)
-    for module in (train, listing, sweep, bench, eval, plot, export, check_env):
+    commands = (train, listing, sweep, seeds, bench, eval, plot, export, check_env)
+    for module in commands:
         module.add_subcommands(subparsers, algo)
     return one_line_errors(parser)  # e.g. unrecognized arguments
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser(argv).parse_args(argv)
+    parser = build_parser(argv)
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:  # named by the command's own line, as its other errors are
+        parser.exit(
+            2,
+            f"{parser.prog} {args.command}: error: unrecognized arguments: "
+            f"{' '.join(w if w.strip() else repr(w) for w in unknown)}\n",
+        )
+    for word in sys.argv[1:] if argv is None else argv:
+        flag, sep, value = word.partition("=")
+        if flag.startswith("-") and sep and value == "--":  # argparse drops it
+            parser.exit(
+                2,
+                f"{parser.prog} {args.command}: error: argument {flag}: expected "
+                "one argument\n",
+            )
     try:
         return int(args.func(args) or 0)
     except KeyboardInterrupt:

@@ -11,6 +11,7 @@
 
 import argparse
 import dataclasses
+from pathlib import Path
 
 from ondevice_rl.distributed import (
     AUTO,
@@ -162,6 +163,21 @@ def parse_member(args):
     if text.strip() == "best":
         return "best"
     raise ValueError(f"--member must be a member's number or 'best', got {text!r}")
+
+
+def check_out_file(out: Path) -> None:
+    """ValueError (one line, naming ``--out``) unless ``out`` can be written:
+    not a directory, in a directory that exists, a name the file system
+    takes. Checked before anything loads or compiles."""
+    try:
+        if out.is_dir():
+            raise ValueError(f"--out {out} is a directory; name the file")
+        parent = out.parent
+        if not parent.is_dir():
+            why = "is not a directory" if parent.exists() else "does not exist"
+            raise ValueError(f"--out {out}: its directory {parent} {why}")
+    except OSError as e:  # a name too long, a directory we may not search
+        raise ValueError(f"--out {out}: cannot write there ({e.strerror})") from None
 
 
 def member_file(name: str, member) -> str:

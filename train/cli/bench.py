@@ -24,9 +24,14 @@ from ondevice_rl.train.cli.args import (
     positive_int_arg,
     positive_int_list_arg,
 )
-from ondevice_rl.train.cli.bench_suite import add_suite_flags, run_suite
-from ondevice_rl.train.kit.registry import DEFAULT, algorithms, get_algorithm
-from ondevice_rl.train.recipes.loader import recipe_algorithm
+from ondevice_rl.train.cli.bench_suite import add_suite_flags, make_out_dir, run_suite
+from ondevice_rl.train.kit.registry import (
+    DEFAULT,
+    algorithms,
+    get_algorithm,
+    trainer_for,
+)
+from ondevice_rl.train.recipes.loader import load_recipe, recipe_algorithm
 
 PARTS = ("env", "train", "host")
 _count, _counts = positive_int_arg, positive_int_list_arg
@@ -221,20 +226,37 @@ def _run(args) -> int:
     try:
         if recipe is not None:
             algorithm = get_algorithm(recipe_algorithm(recipe))
+            load_recipe(recipe)  # its keys and values, before --timesteps
         else:
             algorithm = get_algorithm(args.algo)
-        train_speed.bench_config(timesteps, algo=algorithm.name, recipe=recipe)
-    except FileNotFoundError as e:
+    except (FileNotFoundError, ValueError) as e:
         raise BenchError(f"--recipe: {e}") from None
     except KeyError as e:
         raise BenchError(f"--algo: {e.args[0]}") from None
+    try:
+        config = train_speed.bench_config(timesteps, algo=algorithm.name, recipe=recipe)
     except ValueError as e:
         raise BenchError(f"--timesteps: {e}") from None
+    try:
+        trainer_for(config)  # an env the learner can act in (a recipe's)
+    except (KeyError, ValueError) as e:
+        message = e.args[0] if e.args else e
+        raise BenchError(
+            f"--recipe {recipe}: {message}" if recipe else message
+        ) from None
+    host_steps = args.host_timesteps or (
+        host.QUICK_HOST_TIMESTEPS if quick else host.DEFAULT_HOST_TIMESTEPS
+    )
+    if "host" in parts:
+        try:
+            algorithm.config(total_timesteps=host_steps)
+        except ValueError as e:
+            raise BenchError(f"--host-timesteps: {e}") from None
     names = args.envs or env_speed.default_envs(quick)
     _check_envs(names)
     if args.reference is not None and not args.reference.is_file():
         raise BenchError(f"--reference: no such file: {args.reference}")
-    args.out.mkdir(parents=True, exist_ok=True)
+    make_out_dir(args.out)
 
     results = dict(meta=_meta(args))
     if "env" in parts:
@@ -266,13 +288,6 @@ def _run(args) -> int:
             recipe, fields,
         )  # fmt: skip
     if "host" in parts:
-        host_steps = args.host_timesteps or (
-            host.QUICK_HOST_TIMESTEPS if quick else host.DEFAULT_HOST_TIMESTEPS
-        )
-        try:
-            algorithm.config(total_timesteps=host_steps)
-        except ValueError as e:
-            raise BenchError(f"--host-timesteps: {e}") from None
         reuse = None
         for r in results.get("train", {}).get("results", []):
             if r["seeds"] == 1:

@@ -6,7 +6,8 @@ from pathlib import Path
 
 from ondevice_rl.train.bench import launches
 from ondevice_rl.train.cli.args import positive_int_list_arg
-from ondevice_rl.train.recipes.loader import recipe_algorithm
+from ondevice_rl.train.kit.registry import trainer_for
+from ondevice_rl.train.recipes.loader import load_recipe, recipe_algorithm
 
 
 def add_parser(parts) -> None:
@@ -64,10 +65,16 @@ def _programs(args) -> list[tuple[str, str, str | None]]:
     if args.recipe is not None:
         try:
             algo = recipe_algorithm(args.recipe)
-        except FileNotFoundError as e:
+            config = load_recipe(args.recipe)  # its keys and values
+        except (FileNotFoundError, ValueError) as e:
             raise launches.LaunchesError(f"--recipe: {e}") from None
+        try:
+            trainer_for(config)  # an env its learner can act in
+        except (KeyError, ValueError) as e:
+            message = e.args[0] if e.args else e
+            raise launches.LaunchesError(f"--recipe {args.recipe}: {message}") from None
         return [(args.recipe, algo, args.recipe)]
-    names = (args.algo or "ppo").replace(",", " ").split()
+    names = ("ppo" if args.algo is None else args.algo).replace(",", " ").split()
     if names == ["all"]:
         names = list(launches.PROGRAMS)
     unknown = [n for n in names if n not in launches.PROGRAMS]

@@ -99,10 +99,20 @@ def _sizes(args) -> dict:
     )
 
 
+def make_out_dir(out: Path) -> None:
+    """``--out``, made if missing; BenchError (one line) if it cannot be."""
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        raise BenchError(f"--out {out} is a file, not a directory") from None
+    except OSError as e:
+        raise BenchError(f"--out {out}: cannot make it ({e.strerror})") from None
+
+
 def run_suite(args, meta: dict, log) -> int:
     """Runs the suite; tables to stdout, files to ``--out``."""
     sizes = _sizes(args)
-    args.out.mkdir(parents=True, exist_ok=True)
+    make_out_dir(args.out)
     results = gpu_suite.run_gpu_suite(dict(meta=meta), args.out, log=log, **sizes)
     gpu_report.print_suite(results)
     gpu_report.plot_suite(results, args.out / "bench.png")

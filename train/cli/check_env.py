@@ -15,6 +15,7 @@ name, a module that cannot be imported, a factory returning no environment).
 
 import sys
 
+from ondevice_rl.ranges import MAX_INT
 from ondevice_rl.train.cli.args import int_arg, one_line_errors, positive_int_arg
 
 
@@ -95,7 +96,10 @@ def _reference(args):
         return None, None
     sync = None
     if args.sync is not None:
-        sync = import_entry(args.sync)
+        try:
+            sync = import_entry(args.sync)
+        except ValueError as e:
+            raise ValueError(f"--sync: {e}") from None
         if not callable(sync):
             raise ValueError(f"--sync {args.sync} is not a function")
     elif args.reference in SYNC_FUNCTIONS:
@@ -106,7 +110,10 @@ def _reference(args):
             f"only for {', '.join(SYNC_FUNCTIONS)})"
         )
     if is_entry_string(args.reference):
-        factory = import_entry(args.reference)
+        try:
+            factory = import_entry(args.reference)
+        except ValueError as e:
+            raise ValueError(f"--reference: {e}") from None
         try:
             reference = factory()
         except Exception as e:
@@ -128,6 +135,12 @@ def run(args) -> int:
     try:
         if not 0 <= args.seed < 2**32:
             raise ValueError(f"--seed must be in [0, 2^32), got {args.seed}")
+        for flag, value in (
+            ("--num-envs", args.num_envs),
+            ("--num-steps", args.num_steps),
+        ):
+            if value >= MAX_INT:  # an array dimension
+                raise ValueError(f"{flag} must be below 2^31, got {value}")
         env, params = envs.make(args.env)
         reference, sync = _reference(args)
     except (ValueError, KeyError) as e:

@@ -55,9 +55,14 @@ def _export(args) -> int:
     )
     platforms = tuple(p.strip() for p in args.platforms.split(",") if p.strip())
     try:
-        check_out_file(out)
+        if args.out is not None:
+            check_out_file(out)
+        elif out.is_dir():  # RUN_DIR/policy.bin (RUN_DIR itself: checked below)
+            raise ValueError(f"--out {out} is a directory; name the file")
     except ValueError as e:
         return fail("export", e)
+    except OSError as e:
+        return fail("export", f"{args.run_dir}: cannot use it ({e.strerror})")
     try:
         exported = export_policy(args.run_dir, None, platforms, member=member)
     except (ValueError, KeyError, OSError) as e:

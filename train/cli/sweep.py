@@ -141,7 +141,7 @@ def _read_args(args, algo: str = DEFAULT) -> dict:
         except (FileNotFoundError, ValueError) as err:
             raise CLIError(f"--recipe: {err}") from None
     try:
-        algorithm = get_algorithm(args.algo or algo)
+        algorithm = get_algorithm(algo if args.algo is None else args.algo)
     except KeyError as err:
         raise CLIError(f"--algo: {err.args[0]}") from None
     search, env_params = {}, {}
@@ -200,7 +200,9 @@ def _request(args, spec) -> dict:
     base = spec["base"]
     return {
         "algo": spec["algorithm"].name,
-        "env": args.env or (base or {}).get("env") or DEFAULT_ENV,
+        "env": args.env
+        if args.env is not None
+        else (base or {}).get("env", DEFAULT_ENV),
         "recipe": args.recipe,
         "base": base,
         "strategy": spec["strategy"],

@@ -1,6 +1,7 @@
 """Reading ``ondevice-rl sweep``'s value specs: comma lists (grids),
 ``uniform:LOW:HIGH`` / ``loguniform:LOW:HIGH`` (random), seeds, byte sizes."""
 
+import math
 import re
 
 from ondevice_rl.train.cli.args import flag_name, parse_int
@@ -87,6 +88,8 @@ def parse_bytes(text: str) -> int:
     except ValueError:
         raise CLIError(f"--memory-budget: cannot read {text!r}") from None
     scale = 1024 ** " KMGT".index(match.group(2).upper() or " ")
+    if not math.isfinite(number * scale):
+        raise CLIError(f"--memory-budget: {text!r} is not a finite size")
     return int(number * scale)
 
 

@@ -257,6 +257,8 @@ def _train(args) -> int:
                 seed=seed,
                 out=NEW_RUN_DIR if args.out is None else args.out,
                 where="config",
+                force=args.force,
+                wandb=args.wandb,
                 num_segments=args.segments,
                 **run_args,
             )

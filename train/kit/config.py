@@ -158,6 +158,11 @@ class LearnerConfig:
                 f"{name}: total_timesteps={self.total_timesteps} is less than one "
                 f"update ({self.steps_per_update} env steps)"
             )
+        if self.num_updates >= MAX_INT:  # update counters are int32
+            raise ValueError(
+                f"{name}: total_timesteps={self.total_timesteps} is "
+                f"{self.num_updates} updates, too many (< 2^31)"
+            )
 
     def validate(self) -> None:
         """Learner-specific checks (divisibility, ...); raise ValueError."""
@@ -245,6 +250,12 @@ class RolloutSizes:
             raise ValueError(
                 f"num_envs * num_steps = {self.batch_size} is not divisible by "
                 f"num_minibatches = {self.num_minibatches}"
+            )
+        memory = getattr(self, "memory", "none")
+        if memory != "none" and self.num_envs % self.num_minibatches:
+            raise ValueError(  # a minibatch is whole envs' sequences
+                f"with memory={memory!r}, num_envs = {self.num_envs} is not "
+                f"divisible by num_minibatches = {self.num_minibatches}"
             )
 
 

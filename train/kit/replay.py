@@ -6,6 +6,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
+from ondevice_rl.ranges import MAX_INT
 from ondevice_rl.replay import ReplayBuffer
 from ondevice_rl.rollout import Transition
 from ondevice_rl.train.kit.env_setup import EnvSetup, zero_observation
@@ -64,6 +65,8 @@ def check_replay_sizes(config: Any, needed: int, needed_by: str) -> None:
         raise ValueError(
             f"{name}.learning_starts must be a non-negative int, got {starts!r}"
         )
+    if starts >= MAX_INT:  # an int32 step count
+        raise ValueError(f"{name}.learning_starts={starts} is too large (< 2^31)")
     if config.buffer_size < config.batch_size:
         raise ValueError(
             f"{name}: buffer_size={config.buffer_size} is less than "

@@ -54,8 +54,11 @@ def recipe_path(name_or_path: str | Path) -> Path:
         FileNotFoundError: neither; the message lists the shipped recipes.
     """
     path = Path(name_or_path)
-    if path.is_file():
-        return path
+    try:
+        if path.is_file():
+            return path
+    except OSError:  # a name too long: no such file, named below
+        pass
     if path.parent == Path(".") and path.suffix in ("", ".toml"):
         shipped = RECIPE_DIR / f"{path.stem}.toml"
         if shipped.is_file():
@@ -136,6 +139,10 @@ def _read(name_or_path: str | Path) -> tuple[Path, dict]:
         values = tomllib.loads(path.read_text())
     except tomllib.TOMLDecodeError as e:
         raise ValueError(f"recipe {path}: invalid TOML: {e}") from None
+    except UnicodeDecodeError:
+        raise ValueError(f"recipe {path}: not a text file") from None
+    except OSError as e:
+        raise ValueError(f"recipe {path}: cannot read it ({e.strerror})") from None
     return path, values
 
 
@@ -143,6 +150,8 @@ def recipe_algorithm(name_or_path: str | Path) -> str:
     """The recipe's ``algo`` (``ppo`` when absent); ValueError if unknown."""
     path, values = _read(name_or_path)
     name = values.get(ALGO_KEY, DEFAULT)
+    if not isinstance(name, str):
+        raise ValueError(f"recipe {path.name}: algo must be a name, got {name!r}")
     try:
         get_algorithm(name)
     except KeyError as e:

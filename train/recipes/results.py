@@ -20,7 +20,7 @@ neither a run nor a row gets its row from its record over seeds alone.
 
 The table between ``<!-- seeds:start -->`` and ``<!-- seeds:end -->`` in
 docs/recipes.md gets one row per ``docs/results/NAME_seeds.json``, the record
-``python -m ondevice_rl.train.sweep.seed_sets`` writes (``make recipe-seeds``
+``ondevice-rl seeds`` writes (``make recipe-seeds``
 copies it there): the seeds and their keys, the IQM of the final return with
 its 95% CI, the worst seed, each set's IQM and, where the final policies were
 evaluated, the same for their deterministic episodes. ``--seeds-table``

@@ -23,7 +23,12 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from ondevice_rl.train.kit.registry import DEFAULT, algorithm_of, get_algorithm
+from ondevice_rl.train.kit.registry import (
+    DEFAULT,
+    algorithm_of,
+    get_algorithm,
+    trainer_for,
+)
 from ondevice_rl.train.run.artifacts import LOCK_FILE, RunDirArgError
 from ondevice_rl.train.run.checks import RunArgError, Worded, check_run_args, literal
 from ondevice_rl.train.run.run_spec import RunResult, RunSpec
@@ -146,6 +151,14 @@ def prepare_run(
 
     config = build_config(algo, recipe, fields, where)
     params = dict(recipe_env_params(recipe) or {}) if recipe is not None else {}
+    if params:  # the recipe's own, named as its
+        env = trainer_for(config).env.unwrapped
+        try:
+            env.check_params(params)
+        except ValueError as e:
+            raise RunArgError(
+                f"{{recipe}} {literal(recipe)}: env_params: {literal(e)}"
+            ) from None
     params.update(env_params or {})
     params = params or None
     check_run_args(checkpoint_every=run_args.pop("checkpoint_every", None))

@@ -1,28 +1,22 @@
-"""A recipe's result over disjoint sets of seeds, stated as rliable would.
+"""A recipe's result over disjoint sets of seeds, stated as rliable would
+(``ondevice-rl seeds``, ``train/cli/seeds.py``).
 
-``python -m ondevice_rl.train.sweep.seed_sets --recipe cartpole_pqn --sets 3
---per-set 8 --out runs/seeds/cartpole_pqn``
-
-trains the recipe once per seed ``first .. first + sets * per_set - 1`` (one
+``measure(config, seeds, sets)`` trains the config once per seed (one
 population, a sweep: a seed's key is ``jax.random.key(seed)``, as ``train
---seed`` uses) and states, for each set of ``per_set`` consecutive seeds and
-for all of them: the interquartile mean of the final return (the mean
-``episode_return`` of the last ``FINAL_WINDOW`` updates, as every run
+--seed`` uses) and states, for each of ``sets`` equal sets of the seeds, in
+order, and for all of them: the interquartile mean of the final return (the
+mean ``episode_return`` of the last ``FINAL_WINDOW`` updates, as every run
 reports it), its stratified-bootstrap 95% CI and the worst seed. A result
-that holds on one set only shows here. Writes ``seed_sets.json`` and
-``seed_sets.md`` (a table to quote in the recipe file and the docs) into
-``--out``. With ``--checkpoint`` the population trains in rounds (a random
-search with nothing between rounds: the same members, the same keys),
-checkpointed after each round under ``OUT/search``; the same command run
-again resumes from the newest checkpoint, for runs longer than a sitting
-(with the same ``--cpu-devices``: on CPU the seeds are split over one
-device per core unless it says otherwise, padded to a multiple of the
-devices, so 4 seeds on 2 cores take about as long as 3).
+that holds on one set only shows here. ``table`` is the record as a
+Markdown table. With ``checkpoints`` (a directory) the population trains in
+rounds (a random search with nothing between rounds: the same members, the
+same keys), checkpointed after each round; the same call again resumes
+from the newest checkpoint, for runs longer than a sitting (with the same
+CPU devices: on CPU the seeds are split over one device per core unless
+told otherwise, padded to a multiple of the devices, so 4 seeds on 2 cores
+take about as long as 3).
 """
 
-import argparse
-import json
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -35,14 +29,14 @@ from ondevice_rl.train.sweep.results import scores
 
 def measure(
     config: Any,
-    sets: int = 3,
-    per_set: int = 8,
-    first: int = 0,
+    seeds: list[int],
+    sets: int = 1,
     eval_episodes: int = 0,
     checkpoints: Path | None = None,
     **kwargs,
 ):
-    """Trains ``config`` on ``sets * per_set`` seeds; returns the record
+    """Trains ``config`` on ``seeds`` (split into ``sets`` equal sets, in
+    order; a seed's key is ``jax.random.key(seed)``); returns the record
     (``kwargs`` go to ``run_sweep``: ``chunk_size``, ``cache``, ...; with
     ``checkpoints``, a directory, to ``run_search``: ``round_updates``,
     ``progress``), or None if a checkpointed run was interrupted. With
@@ -51,7 +45,9 @@ def measure(
     (``member_eval.evaluate_members``): ``eval_returns``, their mean per seed."""
     from ondevice_rl.train.sweep.member_eval import evaluate_members
 
-    seeds = list(range(first, first + sets * per_set))
+    seeds = [int(s) for s in seeds]
+    if sets < 1 or len(seeds) % sets:
+        raise ValueError(f"{len(seeds)} seeds do not split into {sets} equal sets")
     trained = _trained(config, seeds, checkpoints, kwargs)
     if trained is None:
         return None
@@ -64,7 +60,7 @@ def measure(
             config, params, list(range(len(finished))), eval_episodes, finished
         )
         evaluated = {s: float(x) for s, x in zip(finished, means, strict=True)}
-    groups = {f"seeds {s[0]}-{s[-1]}": s for s in np.split(np.asarray(seeds), sets)}
+    groups = {f"seeds {label(s)}": s for s in np.split(np.asarray(seeds), sets)}
     groups[f"all {len(seeds)} seeds"] = np.asarray(seeds)
     rows = []
     for name, members in groups.items():
@@ -85,6 +81,14 @@ def measure(
         "seconds": seconds,  # of this sitting: after round resumed_from
         "resumed_from": resumed_from,
     }
+
+
+def label(seeds) -> str:
+    """``100-107`` for consecutive seeds, else ``1,5,9``."""
+    seeds = [int(s) for s in seeds]
+    if seeds == list(range(seeds[0], seeds[0] + len(seeds))) and len(seeds) > 1:
+        return f"{seeds[0]}-{seeds[-1]}"
+    return ",".join(map(str, seeds))
 
 
 def _trained(config, seeds, checkpoints, kwargs):
@@ -167,81 +171,3 @@ def table(record: dict) -> str:
             line += f" {' | '.join(stated(r['eval'], 'eval_return'))} |"
         lines.append(line)
     return "\n".join(lines) + "\n"
-
-
-def main(argv: list[str] | None = None) -> int:
-    from ondevice_rl import use_cpu_cores
-    from ondevice_rl.train.cli.args import add_cpu_devices_argument
-    from ondevice_rl.train.kit.registry import algorithm_of
-    from ondevice_rl.train.recipes.loader import config_from_dict, load_recipe
-    from ondevice_rl.train.run.artifacts import write_json
-    from ondevice_rl.train.services.machine import machine
-
-    parser = argparse.ArgumentParser(
-        prog="python -m ondevice_rl.train.sweep.seed_sets",
-        description=__doc__.split("\n\n")[0],
-    )
-    parser.add_argument("--recipe", required=True)
-    parser.add_argument("--sets", type=int, default=3)
-    parser.add_argument("--per-set", type=int, default=8)
-    parser.add_argument("--first", type=int, default=0, help="first seed")
-    parser.add_argument(
-        "--set", action="append", default=[], metavar="FIELD=VALUE",
-        help="change a config field (repeatable), e.g. total_timesteps=1e5",
-    )  # fmt: skip
-    parser.add_argument(
-        "--eval-episodes", type=int, default=0, metavar="K",
-        help="also play K deterministic episodes with each seed's final policy",
-    )  # fmt: skip
-    parser.add_argument("--out", type=Path, default=Path("runs/seeds"))
-    parser.add_argument(
-        "--checkpoint", action="store_true",
-        help="train in rounds, checkpointed under OUT/search after each; the "
-        "same command again resumes from the newest checkpoint",
-    )  # fmt: skip
-    parser.add_argument(
-        "--round-updates", type=int, metavar="K",
-        help="with --checkpoint: updates per round (default: about 20 rounds)",
-    )  # fmt: skip
-    add_cpu_devices_argument(parser)
-    args = parser.parse_args(argv)
-    if args.eval_episodes < 0:
-        parser.error(f"--eval-episodes must be >= 0, got {args.eval_episodes}")
-    recipe = load_recipe(args.recipe)
-    values = recipe.to_dict()
-    for item in args.set:
-        name, _, text = item.partition("=")
-        values[name] = json.loads(text) if text[:1] in "[0123456789-" else text
-    config = config_from_dict(values, algorithm_of(recipe), where="--set")
-    options = {"progress": True}
-    if args.checkpoint:
-        options["round_updates"] = args.round_updates
-    elif args.round_updates is not None:
-        parser.error("--round-updates needs --checkpoint")
-    use_cpu_cores(args.cpu_devices)
-    record = measure(
-        config,
-        args.sets,
-        args.per_set,
-        args.first,
-        args.eval_episodes,
-        args.out if args.checkpoint else None,
-        **options,
-    )
-    if record is None:
-        print(
-            f"interrupted: run the same command again to resume from {args.out}",
-            file=sys.stderr,
-        )
-        return 130
-    record["recipe"] = args.recipe
-    record["machine"] = machine()
-    args.out.mkdir(parents=True, exist_ok=True)
-    write_json(args.out / "seed_sets.json", record)
-    (args.out / "seed_sets.md").write_text(table(record))
-    print(table(record), end="")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
