@@ -225,7 +225,9 @@ def test_integer_observations_keep_their_dtype_in_storage(name):
     config = algo.config(env=ENTRY, num_envs=2, hidden=(8,))
     if name.startswith("ppo"):
         memory = "gru" if name == "ppo-gru" else "none"
-        config = config.replace(num_steps=4, normalize_obs=True, memory=memory)
+        config = config.replace(
+            num_steps=4, num_minibatches=2, normalize_obs=True, memory=memory
+        )  # a recurrent minibatch is whole envs' sequences
     else:
         config = config.replace(buffer_size=64, batch_size=8, learning_starts=8)
     trainer = algo.make_trainer(config)

@@ -559,6 +559,7 @@ def _the_seeds_command_states_the_same(record, tmp_path, capsys):
     (the same program, from the population cache), its table printed."""
     from ondevice_rl.train.cli import main
     from ondevice_rl.train.sweep import seed_sets
+    from ondevice_rl.train.sweep.results import scores
 
     fields = {"algo": "ppo", **TINY.to_dict()}
     recipe = tmp_path / "tiny.toml"
@@ -575,6 +576,10 @@ def _the_seeds_command_states_the_same(record, tmp_path, capsys):
     printed = capsys.readouterr().out
     assert printed.startswith(seed_sets.table(record))
     assert (out / "seed_sets.md").read_text() == seed_sets.table(record)
+    with np.load(out / "curves.npz") as curves:
+        returns = curves["seed_13_episode_return"]
+        assert len(returns) == TINY.num_updates and "seed_17_value_loss" in curves
+    assert record["sets"][0]["final_returns"][3] == scores(returns)["final_return"]
 
 
 def _recipes_page_states_the_record(record, tmp_path, seed_sets):

@@ -14,14 +14,17 @@ the IQM of the final return (the mean ``episode_return`` of the last 10
 updates, as every run reports it) with its stratified-bootstrap 95% CI and
 the worst seed, as the results table states a recipe. The default keys,
 100..107, are ones no shipped recipe was tuned on. Writes
-``seed_sets.json`` and ``seed_sets.md`` into ``--out`` (default
-``runs/seeds/RECIPE``); ``--checkpoint`` trains in rounds checkpointed
-there, and the same command again resumes.
+``seed_sets.json``, ``seed_sets.md`` and ``curves.npz`` (every seed's
+metrics per update, ``seed_<s>_<metric>``: a failing seed's curve, its
+losses) into ``--out`` (default ``runs/seeds/RECIPE``); ``--checkpoint``
+trains in rounds checkpointed there, and the same command again resumes.
 """
 
 import json
 import sys
 from pathlib import Path
+
+import numpy as np
 
 from ondevice_rl._xla import use_cpu_cores
 from ondevice_rl.train.cli.args import add_cpu_devices_argument, positive_int_arg
@@ -153,12 +156,14 @@ def _seeds(args) -> int:
     if args.checkpoint:
         options["round_updates"] = args.round_updates
     use_cpu_cores(args.cpu_devices)
+    curves = {}
     record = seed_sets.measure(
         config,
         seeds,
         args.sets,
         args.eval_episodes,
         out if args.checkpoint else None,
+        curves,
         **options,
     )
     if record is None:
@@ -173,9 +178,15 @@ def _seeds(args) -> int:
         out.mkdir(parents=True, exist_ok=True)
         write_json(out / "seed_sets.json", record)
         write_whole(out / "seed_sets.md", lambda tmp: tmp.write_text(table))
+        arrays = {
+            f"seed_{seed}_{name}": values
+            for seed, metrics in curves.items()
+            for name, values in metrics.items()
+        }
+        write_whole(out / "curves.npz", lambda tmp: np.savez_compressed(tmp, **arrays))
     except OSError as e:
         where = e.filename or out
         return fail("seeds", f"cannot write {where} ({e.strerror})", WRITE_FAILED)
     print(table, end="")
-    print(f"wrote {out / 'seed_sets.json'}, {out / 'seed_sets.md'}")
+    print(f"wrote seed_sets.json, seed_sets.md, curves.npz into {out}")
     return 0

@@ -33,6 +33,7 @@ def measure(
     sets: int = 1,
     eval_episodes: int = 0,
     checkpoints: Path | None = None,
+    curves: dict | None = None,
     **kwargs,
 ):
     """Trains ``config`` on ``seeds`` (split into ``sets`` equal sets, in
@@ -42,7 +43,8 @@ def measure(
     ``progress``), or None if a checkpointed run was interrupted. With
     ``eval_episodes``, each seed's final policy also plays that many
     deterministic episodes from keys training never used
-    (``member_eval.evaluate_members``): ``eval_returns``, their mean per seed."""
+    (``member_eval.evaluate_members``): ``eval_returns``, their mean per seed.
+    ``curves``, a dict, gets ``seed -> {metric: [num_updates]}``."""
     from ondevice_rl.train.sweep.member_eval import evaluate_members
 
     seeds = [int(s) for s in seeds]
@@ -51,7 +53,10 @@ def measure(
     trained = _trained(config, seeds, checkpoints, kwargs)
     if trained is None:
         return None
-    returns, params, seconds, resumed_from = trained
+    metrics, params, seconds, resumed_from = trained
+    if curves is not None:
+        curves.update(metrics)
+    returns = {s: m["episode_return"] for s, m in metrics.items()}
     final = {s: scores(curve)["final_return"] for s, curve in returns.items()}
     evaluated = {}
     if eval_episodes:
@@ -92,16 +97,16 @@ def label(seeds) -> str:
 
 
 def _trained(config, seeds, checkpoints, kwargs):
-    """``({seed: [num_updates] returns}, [params per seed], seconds, resumed
-    from round)`` of the finished seeds, from a sweep or, with
+    """``({seed: {metric: [num_updates]}}, [params per seed], seconds,
+    resumed from round)`` of the finished seeds, from a sweep or, with
     ``checkpoints``, a resumable search in rounds (None if interrupted)."""
     if checkpoints is None:
         from ondevice_rl.train.sweep.run import run_sweep
 
         result = run_sweep(config, seeds=seeds, **kwargs)
         done = result.finished
-        returns = {m.seed: result.returns(m) for m in done}
-        return returns, [result.params[m.index] for m in done], result.seconds, 0
+        metrics = {m.seed: result.metrics[m.index] for m in done}
+        return metrics, [result.params[m.index] for m in done], result.seconds, 0
     from ondevice_rl.train.sweep.search import run_search
 
     if kwargs.get("progress"):  # titled by what it is, not "random search"
@@ -117,10 +122,11 @@ def _trained(config, seeds, checkpoints, kwargs):
     )
     if result.interrupted:
         return None
-    curves = result.curves["episode_return"]  # [P, num_updates]
-    members = result.plan.members
-    returns = {m.seed: curves[i] for i, m in enumerate(members)}
-    return returns, result.params, result.seconds, result.resumed_from
+    metrics = {  # result.curves: metric -> [P, num_updates]
+        m.seed: {name: values[i] for name, values in result.curves.items()}
+        for i, m in enumerate(result.plan.members)
+    }
+    return metrics, result.params, result.seconds, result.resumed_from
 
 
 def _summary(by_seed: dict, members: np.ndarray, name: str) -> dict:
