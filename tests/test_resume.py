@@ -229,8 +229,14 @@ def test_output_directory_rules(tmp_path):
     config = get_algorithm("ppo").config(total_timesteps=512, hidden=(8,))
     out = tmp_path / "run"
     train_from_config(config, out_dir=out, progress=False)
-    with pytest.raises(RunDirError, match="holds an earlier run"):
-        train_from_config(config, out_dir=out, progress=False)
+    not_a_run = tmp_path / "notes"
+    (not_a_run / "mine.txt").parent.mkdir()
+    (not_a_run / "mine.txt").write_text("x")
+    for where in (out, not_a_run):
+        before = sorted(p.name for p in where.iterdir())
+        with pytest.raises(RunDirError, match="holds an earlier run"):
+            train_from_config(config, out_dir=where, progress=False)
+        assert sorted(p.name for p in where.iterdir()) == before  # no .lock left
     again = train_from_config(config, out_dir=out, progress=False, force=True)
     assert len(read_metrics(out / "metrics.jsonl")) == again.config.num_updates
     (tmp_path / "file").write_text("x")

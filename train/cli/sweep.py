@@ -237,7 +237,6 @@ def _plan(request: dict):
 
 def run(args: argparse.Namespace) -> int:
     from ondevice_rl.train.run import artifacts
-    from ondevice_rl.train.run.entry import check_out_dir
     from ondevice_rl.train.run.lock import DirLock
     from ondevice_rl.train.sweep import SweepSpecError, store
 
@@ -260,7 +259,7 @@ def run(args: argparse.Namespace) -> int:
         if request.get("strategy"):
             sweep_search.check(request, plan)
         if main and not args.resume:  # what the lock (a file) would come before
-            check_out_dir(out, args.force)
+            artifacts.check_run_dir(out, force=args.force)
         if main:  # one writer per directory: the main process
             lock = DirLock(out).acquire()
         if main and not args.resume:

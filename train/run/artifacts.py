@@ -204,26 +204,39 @@ def rows_to_metrics(rows: list[dict]) -> dict[str, np.ndarray]:
     }
 
 
+def check_run_dir(out: Path, resume: bool = False, force: bool = False) -> bool:
+    """What ``prepare_run_dir`` would refuse in ``out``, found without
+    writing anything (before a lock is taken, say); whether an earlier run
+    is there."""
+    name = "{resume}" if resume else "{out_dir}"
+    try:
+        if out.exists() and not out.is_dir():
+            raise RunDirArgError(f"{name} {literal(out)} is a file, not a directory")
+        earlier = out.is_dir() and any(p.name != LOCK_FILE for p in out.iterdir())
+        config = (out / CONFIG_FILE).is_file()
+    except OSError as e:  # a name too long, a directory we may not read
+        raise RunDirArgError(
+            f"{name} {literal(out)}: cannot use it ({literal(e.strerror)})"
+        ) from None
+    if resume and not config:
+        raise RunDirArgError(
+            f"{name} {literal(out)}: no {CONFIG_FILE} there, not a run"
+        )
+    if not resume and earlier and not force:
+        raise RunDirArgError(
+            f"{name} {literal(out)} holds an earlier run; {{resume}} "
+            "continues it, {force} replaces it"
+        )
+    return earlier
+
+
 def prepare_run_dir(out: Path, resume: bool = False, force: bool = False) -> None:
     """Checks ``out`` before anything compiles: a directory we can write to;
     an earlier run there only with ``resume`` (continue it) or ``force``
-    (replace it). Raises ``RunDirError`` (``RunDirArgError`` naming the
-    argument: ``{out_dir}``, ``{resume}``, ``{force}``)."""
+    (replace it), which empties it. Raises ``RunDirError`` (``RunDirArgError``
+    naming the argument: ``{out_dir}``, ``{resume}``, ``{force}``)."""
     name = "{resume}" if resume else "{out_dir}"
-    if out.exists() and not out.is_dir():
-        raise RunDirArgError(f"{name} {literal(out)} is a file, not a directory")
-    earlier = out.is_dir() and any(p.name != LOCK_FILE for p in out.iterdir())
-    if resume:
-        if not (out / CONFIG_FILE).is_file():
-            raise RunDirArgError(
-                f"{name} {literal(out)}: no {CONFIG_FILE} there, not a run"
-            )
-    elif earlier:
-        if not force:
-            raise RunDirArgError(
-                f"{name} {literal(out)} holds an earlier run; {{resume}} "
-                "continues it, {force} replaces it"
-            )
+    if check_run_dir(out, resume, force) and not resume:
         for path in out.iterdir():  # the lock (if this process holds it) stays
             if path.name == LOCK_FILE:
                 continue

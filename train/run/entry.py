@@ -29,7 +29,7 @@ from ondevice_rl.train.kit.registry import (
     get_algorithm,
     trainer_for,
 )
-from ondevice_rl.train.run.artifacts import LOCK_FILE, RunDirArgError
+from ondevice_rl.train.run.artifacts import LOCK_FILE, RunDirArgError, check_run_dir
 from ondevice_rl.train.run.checks import RunArgError, Worded, check_run_args, literal
 from ondevice_rl.train.run.run_spec import RunResult, RunSpec
 from ondevice_rl.train.run.runner import train_from_config
@@ -109,25 +109,6 @@ class PreparedRun(NamedTuple):
     created: bool  # ``out`` is a new directory made by ``new_run_dir``
 
 
-def check_out_dir(out: Path, force: bool) -> None:
-    """What ``artifacts.prepare_run_dir`` will refuse in ``out``, found
-    without writing (the run's lock, taken before it looks, is a file)."""
-    where = f"{{out_dir}} {literal(out)}"
-    try:
-        if out.exists() and not out.is_dir():
-            raise RunDirArgError(f"{where} is a file, not a directory")
-        earlier = out.is_dir() and any(p.name != LOCK_FILE for p in out.iterdir())
-    except OSError as e:  # a name too long, a directory we may not read
-        raise RunDirArgError(
-            f"{where}: cannot use it ({literal(e.strerror)})"
-        ) from None
-    if earlier and not force:
-        raise RunDirArgError(
-            f"{where} holds an earlier run; {{resume}} continues it, {{force}} "
-            "replaces it"
-        )
-
-
 def prepare_run(
     *,
     algo: str | None,
@@ -166,7 +147,7 @@ def prepare_run(
     check_fits(config)
     WandbLog.opener(wandb)  # an empty project name, no wandb package
     if out is not NEW_RUN_DIR and out is not None:
-        check_out_dir(Path(out), force)
+        check_run_dir(Path(out), force=force)
     if out is NEW_RUN_DIR:
         new = new_run_dir(config.env, algorithm_of(config).name, seed)
         return PreparedRun(config, params, new, True)

@@ -135,6 +135,8 @@ def train_from_config(
     check_fits(config)
     out = Path(out_dir) if out_dir is not None else None
     options = Options(progress, on_segment, checkpoint_every, num_segments is None)
+    if out is not None:  # what the lock (a file) must come after
+        artifacts.check_run_dir(out, force=force)
     with DirLock(out, "{out_dir}") if out is not None else contextlib.nullcontext():
         if out is not None:
             artifacts.prepare_run_dir(out, force=force)
