@@ -19,7 +19,8 @@ from ondevice_rl.train.kit.env_setup import make_env
 from ondevice_rl.train.kit.on_policy import Memory, bootstrap_outputs
 from ondevice_rl.train.kit.state import policy_params
 
-SEEDS = jax.random.split(jax.random.PRNGKey(0), 2)
+# Keys these probes were not tuned on (they were set on split(PRNGKey(0), 2)).
+SEEDS = jnp.stack([jax.random.key(s) for s in range(100, 104)])
 PROBE = {
     "ppo": dict(num_minibatches=4, update_epochs=4, learning_rate=3e-3),
     "a2c": dict(learning_rate=3e-3, optimizer="adam"),
