@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: test test-slow train bench bench-gpu results search-evidence recipe-seeds recipe-seeds-long lint docs clean
+.PHONY: test test-slow train bench bench-gpu results search-evidence recipe-seeds recipe-seeds-fresh recipe-seeds-long lint docs clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -76,6 +76,17 @@ recipe-seeds: $(STAMP)
 		$(BIN)/ondevice-rl seeds $$r --keys 0..$$(( $(SETS) * $(PER_SET) - 1 )) --sets $(SETS) \
 			--eval-episodes $(EVAL) --out runs/seeds/$$r \
 		&& cp runs/seeds/$$r/seed_sets.json docs/results/$${r}_seeds.json || exit 1; \
+	done
+	$(BIN)/python -m ondevice_rl.train.recipes.results --table-only
+
+# The same recipes on keys none of them was tuned or stated on (FRESH), beside
+# the stated figure in both tables: docs/results/NAME_fresh.json.
+FRESH ?= 100..107
+recipe-seeds-fresh: $(STAMP)
+	for r in $(RECIPES); do \
+		$(BIN)/ondevice-rl seeds $$r --keys $(FRESH) --eval-episodes $(EVAL) \
+			--out runs/fresh/$$r \
+		&& cp runs/fresh/$$r/seed_sets.json docs/results/$${r}_fresh.json || exit 1; \
 	done
 	$(BIN)/python -m ondevice_rl.train.recipes.results --table-only
 

@@ -171,6 +171,14 @@ def test_results_table_keeps_rows_and_states_seeds(tmp_path):
     first = {**whole, "seeds": "seeds 0-1"}
     record = {"total_timesteps": 500_000, "sets": [first, whole]}
     (docs / "cartpole_ppo_seeds.json").write_text(json.dumps(record))
+    fresh = {
+        **whole,
+        "iqm": 150.0,
+        "ci": [100.0, 200.0],
+        "worst": {"seed": 101, "final_return": 100.0},
+    }  # noqa: E501
+    fresh_record = {**record, "keys": "100..101", "sets": [fresh, fresh]}
+    (docs / "cartpole_ppo_fresh.json").write_text(json.dumps(fresh_record))
     page = tmp_path / "recipes.md"
     page.write_text("<!-- seeds:start -->\n<!-- seeds:end -->\n")
     readme = tmp_path / "README.md"
@@ -187,11 +195,15 @@ def test_results_table_keeps_rows_and_states_seeds(tmp_path):
     }
     assert sorted(table) == ["acrobot_ppo", "cartpole_ppo", "pendulum_ppo"]
     assert table["acrobot_ppo"][3:6] == ["6,144", "-81.2", "–"]
-    assert table["cartpole_ppo"][3:7] == [
-        "500,000", "500.0", "480.0 [460.0, 500.0], worst 460.0 (n = 2)", "–"
+    assert table["cartpole_ppo"][3:8] == [
+        "500,000", "500.0", "480.0 [460.0, 500.0], worst 460.0 (keys 0–1)",
+        "150.0 [100.0, 200.0], worst 100.0 (keys 100–101); outside the stated "
+        "interval", "–",
     ]  # fmt: skip
-    assert table["pendulum_ppo"][3:7] == ["1,000,000", "-162.2", "–", "[curve](c.png)"]
-    assert table["pendulum_ppo"][7] == describe("pendulum_ppo")
+    assert table["pendulum_ppo"][3:8] == [
+        "1,000,000", "-162.2", "–", "–", "[curve](c.png)"
+    ]  # fmt: skip
+    assert table["pendulum_ppo"][8] == describe("pendulum_ppo")
     # Run again: the rows it wrote are kept as they are.
     before = readme.read_text()
     assert results.main(args) == 0 and readme.read_text() == before

@@ -605,7 +605,7 @@ def _recipes_page_states_the_record(record, tmp_path, seed_sets):
     assert cells[3].startswith(number(everything["iqm"]) + " [")
     assert cells[4] == f"{number(worst['final_return'])} (seed {worst['seed']})"
     assert cells[5] == " / ".join(number(r["iqm"]) for r in record["sets"][:2])
-    assert cells[6].endswith("; 3 episodes")
+    assert cells[6].endswith("; 3 episodes") and cells[7] == "–"
     page.write_text("no markers\n")
     with pytest.raises(ValueError, match="no <!-- seeds:start -->"):
         results.main(args)

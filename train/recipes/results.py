@@ -25,6 +25,12 @@ copies it there): the seeds and their keys, the IQM of the final return with
 its 95% CI, the worst seed, each set's IQM and, where the final policies were
 evaluated, the same for their deterministic episodes. ``--seeds-table``
 rebuilds that table alone.
+
+Both tables state each figure's keys (seed ``s``: ``jax.random.key(s)``)
+and, beside it, the recipe on keys it was neither tuned nor stated on:
+``docs/results/NAME_fresh.json``, the record of ``ondevice-rl seeds NAME
+--keys 100..107`` (``make recipe-seeds-fresh``), with a note where its 95%
+CI misses the stated one.
 """
 
 import argparse
@@ -49,6 +55,8 @@ from ondevice_rl.train.sweep.seed_sets import number, stated
 START, END = "<!-- results:start -->", "<!-- results:end -->"
 SEEDS_START, SEEDS_END = "<!-- seeds:start -->", "<!-- seeds:end -->"
 SEEDS_SUFFIX = "_seeds.json"
+#: The record over keys the recipe was neither tuned nor stated on.
+FRESH_SUFFIX = "_fresh.json"
 
 
 def train_recipe(name: str, runs: Path) -> int:
@@ -90,7 +98,8 @@ def _row(name: str, steps: str, seed_0: str, curve: str, docs: Path) -> str:
     config = load_recipe(name)
     return (
         f"| `{name}` | {algorithm_of(config).name} | `{config.env}` | {steps} | "
-        f"{seed_0} | {over_seeds(name, docs)} | {curve} | {describe(name)} |"
+        f"{seed_0} | {over_seeds(name, docs)} | {on_fresh_keys(name, docs)} | "
+        f"{curve} | {describe(name)} |"
     )
 
 
@@ -100,9 +109,44 @@ def over_seeds(name: str, docs: Path) -> str:
     path = docs / f"{name}{SEEDS_SUFFIX}"
     if not path.exists():
         return "–"
-    whole = read_json(path)["sets"][-1]
+    record = read_json(path)
+    whole = record["sets"][-1]
     iqm, worst = stated(whole, "final_return")
-    return f"{iqm}, worst {worst.split(' (')[0]} (n = {whole['n']})"
+    return f"{iqm}, worst {worst.split(' (')[0]} (keys {keys_of(record)})"
+
+
+def on_fresh_keys(name: str, docs: Path) -> str:
+    """The same from ``docs/NAME_fresh.json`` (``ondevice-rl seeds NAME
+    --keys 100..107``), saying where its interval misses the stated one;
+    ``–`` where there is none yet."""
+    path = docs / f"{name}{FRESH_SUFFIX}"
+    if not path.exists():
+        return "–"
+    record = read_json(path)
+    whole = record["sets"][-1]
+    iqm, worst = stated(whole, "final_return")
+    cell = f"{iqm}, worst {worst.split(' (')[0]} (keys {keys_of(record)})"
+    stated_path = docs / f"{name}{SEEDS_SUFFIX}"
+    if stated_path.exists():
+        low, high = read_json(stated_path)["sets"][-1]["ci"]
+        if whole["ci"][1] < low or whole["ci"][0] > high:
+            cell += "; outside the stated interval"
+    return cell
+
+
+def keys_of(record: dict) -> str:
+    """The seeds of a record, ``A–B`` or ``a, b, c`` (key
+    ``jax.random.key(s)`` each): its ``keys``, else its sets' labels."""
+    if record.get("keys"):
+        text = record["keys"].replace("..", "-")
+    else:  # records written before the keys were kept: consecutive seeds
+        first = record["sets"][0]["seeds"].split()[-1]
+        last = record["sets"][-2 if len(record["sets"]) > 1 else -1]["seeds"]
+        text = f"{first.split('-')[0]}-{last.split()[-1].split('-')[-1]}"
+    if "," in text:
+        return ", ".join(text.split(","))
+    low, _, high = text.partition("-")
+    return f"{low}–{high}" if high and high != low else low
 
 
 def readme_rows(readme: Path) -> dict[str, list[str]]:
@@ -155,8 +199,8 @@ def table(
 ) -> str:
     lines = [
         "| recipe | algo | env | env steps | final return (seed 0) "
-        "| over seeds: IQM [95% CI], worst (n) | curve | about |",
-        "|---|---|---|---|---|---|---|---|",
+        "| over seeds: IQM [95% CI], worst (keys) | on fresh keys | curve | about |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for name in names:
         row = summarize(name, runs / name, docs, readme_dir)
@@ -186,7 +230,7 @@ def rewrite_between(path: Path, start_marker: str, end_marker: str, text: str):
     path.write_text(f"{head}\n{text}\n{tail}")
 
 
-def seeds_row(name: str, record: dict) -> str:
+def seeds_row(name: str, record: dict, docs: Path) -> str:
     """One Markdown row of a ``seed_sets`` record: its sets are consecutive
     seed ranges labelled ``seeds A-B``, then the row over all of them."""
     *sets, whole = record["sets"]
@@ -200,7 +244,8 @@ def seeds_row(name: str, record: dict) -> str:
         evaluated = f"{iqm}, worst {worst_eval}; {record['eval_episodes']} episodes"
     return (
         f"| `{name}` | {record['total_timesteps']:,} | {first}–{last} "
-        f"({whole['n']}) | {final} | {worst} | {per_set} | {evaluated} |"
+        f"({whole['n']}) | {final} | {worst} | {per_set} | {evaluated} | "
+        f"{on_fresh_keys(name, docs)} |"
     )
 
 
@@ -208,12 +253,13 @@ def seeds_table(docs: Path) -> str:
     """The table of every ``docs/NAME_seeds.json``, sorted by name."""
     lines = [
         "| recipe | env steps | seeds (n) | IQM final return [95% CI] | worst "
-        "seed | IQM per set of seeds | deterministic evaluation: IQM [95% CI] |",
-        "|---|---|---|---|---|---|---|",
+        "seed | IQM per set of seeds | deterministic evaluation: IQM [95% CI] "
+        "| on fresh keys: IQM [95% CI], worst (keys) |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for path in sorted(docs.glob(f"*{SEEDS_SUFFIX}")):
         name = path.name[: -len(SEEDS_SUFFIX)]
-        lines.append(seeds_row(name, read_json(path)))
+        lines.append(seeds_row(name, read_json(path), docs))
     return "\n".join(lines)
 
 
