@@ -163,6 +163,7 @@ def test_runs_lacking_the_metric_are_skipped_with_one_warning(tmp_path, capsys):
         ("missing", [], "no such directory"),
         ("empty", [], "neither a run (metrics.jsonl) nor a sweep"),
         ("run", ["--metric", "nope"], "no metric 'nope' in any of them (known: "),
+        ("nan", ["--metric", "eval_return"], "no finite value of 'eval_return' in"),
         ("run", ["--top", "0"], "not a positive integer"),
         ("run", ["--smooth", "lowess"], "invalid choice: 'lowess'"),
     ],
@@ -170,6 +171,7 @@ def test_runs_lacking_the_metric_are_skipped_with_one_warning(tmp_path, capsys):
 def test_bad_plot_input_is_one_line_and_exit_2(which, extra, message, tmp_path, capsys):
     (tmp_path / "empty").mkdir()
     _run(tmp_path / "run", [1, 2])
+    _run(tmp_path / "nan", [1, 2], evals=[np.nan, np.nan])  # never evaluated
     argv = ["plot", str(tmp_path / which), *extra, "--out", str(tmp_path / "x.png")]
     try:
         rc = main(argv)

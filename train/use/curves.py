@@ -216,10 +216,14 @@ def load_series(
     lacking.update(lacking_runs)
     lacking = {path: lacking[path] for path in paths if path in lacking}
     known = sorted({name for names in lacking.values() for name in names})
-    known_text = f" (known: {', '.join(known)})" if known else ""
+    if metric in known:  # there, but never a number (an eval never run)
+        what, known_text = f"no finite value of {metric!r}", ""
+    else:
+        what = f"no metric {metric!r}"
+        known_text = f" (known: {', '.join(known)})" if known else ""
     if lacking and not any(found.values()):
-        raise ValueError(f"no metric {metric!r} in any of them{known_text}")
+        raise ValueError(f"{what} in any of them{known_text}")
     if lacking:
         skipped = ", ".join(map(str, lacking))
-        warn(f"no metric {metric!r} in {skipped}; skipped{known_text}")
+        warn(f"{what} in {skipped}; skipped{known_text}")
     return [s for path in paths for s in found.get(path, [])]
