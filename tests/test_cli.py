@@ -149,3 +149,49 @@ def test_compilation_cache_dir(monkeypatch, tmp_path):
     monkeypatch.delenv("ONDEVICE_RL_CACHE_DIR")
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     assert compilation_cache_dir() == tmp_path / "ondevice_rl" / "jax"
+
+
+def test_sweep_and_seeds_train_the_recipes_env_params(monkeypatch, tmp_path):
+    """A recipe's ``[env_params]`` (memorychain_pqn_gru: a 30-step chain)
+    reach the population ``sweep --recipe`` and ``seeds`` train, unless a
+    flag gives them; stopped where the training would start."""
+    from ondevice_rl.train.cli import sweep
+    from ondevice_rl.train.sweep import seed_sets
+
+    seen = []
+
+    class Stop(Exception):
+        pass
+
+    def stop(*args, **kwargs):
+        seen.append((args, kwargs))
+        raise Stop
+
+    monkeypatch.setattr(sweep, "_sweep", stop)
+    monkeypatch.setattr(seed_sets, "measure", stop)
+    recipe = ["--recipe", "memorychain_pqn_gru", "--cpu-devices", "1"]
+    for argv in (
+        ["sweep", *recipe, "--out", str(tmp_path / "a")],
+        [
+            "sweep",
+            *recipe,
+            "--env-param",
+            "memory_length=8",
+            "--out",
+            str(tmp_path / "b"),
+        ],
+        [
+            "seeds",
+            "memorychain_pqn_gru",
+            "--cpu-devices",
+            "1",
+            "--out",
+            str(tmp_path / "c"),
+        ],
+    ):
+        with pytest.raises(Stop):
+            main(argv)
+    (a, _), (b, _), (_, c) = seen
+    assert a[2]["env_params"] == {"memory_length": [30]}
+    assert b[2]["env_params"] == {"memory_length": [8.0]}
+    assert c["env_params"] == {"memory_length": [30]}

@@ -30,7 +30,11 @@ from ondevice_rl._xla import use_cpu_cores
 from ondevice_rl.train.cli.args import add_cpu_devices_argument, positive_int_arg
 from ondevice_rl.train.cli.errors import WRITE_FAILED, fail
 from ondevice_rl.train.kit.registry import algorithm_of
-from ondevice_rl.train.recipes.loader import config_from_dict, load_recipe
+from ondevice_rl.train.recipes.loader import (
+    config_from_dict,
+    load_recipe,
+    recipe_env_params,
+)
 from ondevice_rl.train.run.artifacts import write_json
 from ondevice_rl.train.services.machine import machine
 from ondevice_rl.train.services.writes import write_whole
@@ -146,6 +150,7 @@ def _seeds(args) -> int:
         if args.round_updates is not None and not args.checkpoint:
             raise SeedsError("--round-updates needs --checkpoint")
         config = _config(load_recipe(args.recipe), args.set)
+        env_params = recipe_env_params(args.recipe) or {}
         out = args.out or Path("runs") / "seeds" / args.recipe
         check_out(out)
     except (ValueError, KeyError, OSError) as e:  # OSError: no such recipe
@@ -153,6 +158,8 @@ def _seeds(args) -> int:
             raise
         return fail("seeds", e)
     options = {"progress": not args.no_progress}
+    if env_params:  # the recipe's [env_params], one setting
+        options["env_params"] = {name: [v] for name, v in env_params.items()}
     if args.checkpoint:
         options["round_updates"] = args.round_updates
     use_cpu_cores(args.cpu_devices)

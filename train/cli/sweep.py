@@ -160,6 +160,9 @@ def _read_args(args, algo: str = DEFAULT) -> dict:
         if name.strip() in env_params:
             raise CLIError(f"--env-param: {name.strip()} given twice")
         env_params[name.strip()] = parse_spec(f"--env-param {name}", text, float)
+    if args.recipe is not None:  # the recipe's own env params, unless given
+        for name, value in (_recipe_env_params(args.recipe) or {}).items():
+            env_params.setdefault(name, [value])
     if args.samples is not None and args.samples < 1:
         raise CLIError(f"--samples: expected >= 1, got {args.samples}")
     if args.chunk_size is not None and args.chunk_size < 1:
@@ -177,6 +180,15 @@ def _read_args(args, algo: str = DEFAULT) -> dict:
         if args.memory_budget is None
         else parse_bytes(args.memory_budget),
     }
+
+
+def _recipe_env_params(recipe: str) -> dict | None:
+    from ondevice_rl.train.recipes.loader import recipe_env_params
+
+    try:
+        return recipe_env_params(recipe)
+    except (OSError, ValueError) as err:
+        raise CLIError(f"--recipe: {err}") from None
 
 
 def _recipe_base(args, algorithm: Algorithm) -> dict:

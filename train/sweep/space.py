@@ -30,6 +30,7 @@ from ondevice_rl import envs
 from ondevice_rl.networks import ACTIVATIONS
 from ondevice_rl.train.kit.registry import algorithm_of, trainer_for
 from ondevice_rl.train.run.checks import SEED_BOUND, SEED_RANGE
+from ondevice_rl.types import scalar_param_fields
 
 #: Members a sweep may have: its plan lists them all, one by one.
 MAX_MEMBERS = 2**20
@@ -152,18 +153,10 @@ def _check_dist_bounds(ranges, name: str, dist: Distribution) -> None:
 
 
 def env_param_fields(env_name: str) -> dict[str, np.dtype]:
-    """Sweepable scalar leaves of an env's params: ``{name: dtype}``."""
-    return _scalar_fields(envs.make(env_name)[1])
-
-
-def _scalar_fields(params: Any) -> dict[str, np.dtype]:
-    if not hasattr(params, "_fields"):
-        return {}
-    return {
-        name: np.asarray(value).dtype
-        for name, value in zip(params._fields, params, strict=True)
-        if np.ndim(value) == 0
-    }
+    """Sweepable scalar leaves of an env's params, a suite's params nested
+    in an adapter's included: ``{name: dtype}``."""
+    fields = scalar_param_fields(envs.make(env_name)[1])
+    return {name: np.asarray(value).dtype for name, value in fields.items()}
 
 
 def _check_env_value(env: Any, name: str, value: Any) -> float | int:
@@ -230,7 +223,8 @@ def build_plan(
     except ValueError as err:
         raise SweepSpecError(str(err)) from None
     env = trainer.env.unwrapped
-    env_fields = _scalar_fields(trainer.default_env_params)
+    fields = scalar_param_fields(trainer.default_env_params)  # nested ones too
+    env_fields = {name: np.asarray(value).dtype for name, value in fields.items()}
     for name in env_search:
         if name not in env_fields:
             raise _unknown(f"{config.env} env param", name, tuple(env_fields))
