@@ -227,11 +227,11 @@ def test_recurrent_program_is_host_silent_deterministic_and_traced(name="pqn"):
     config = _probe_config(name, "gru", total=4 * 16 * 12)
     train = jax.jit(jax.vmap(get_algorithm(name).make_train(config)))
     hp = jax.tree.map(lambda x: jnp.stack([x, x]), config.hyperparams)
-    text = train.lower(SEEDS, hp).as_text().lower()
+    text = train.lower(SEEDS[:2], hp).as_text().lower()
     assert not [
         m for m in ("callback", "infeed", "outfeed", "send", "recv") if m in text
     ]
-    seeds, hp = jax.device_put((SEEDS, hp))
+    seeds, hp = jax.device_put((SEEDS[:2], hp))
     first = jax.device_get(train(seeds, hp).metrics)
     with jax.transfer_guard("disallow"):
         again = jax.block_until_ready(train(seeds, hp).metrics)
