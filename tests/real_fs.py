@@ -32,11 +32,14 @@ class MountRefused(RuntimeError):
 @contextlib.contextmanager
 def tmpfs(path: Path, size: str = "4m"):
     path.mkdir(parents=True, exist_ok=True)
-    done = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)],
-        capture_output=True,
-        text=True,
-    )
+    try:
+        done = subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)],
+            capture_output=True,
+            text=True,
+        )
+    except OSError as e:  # no mount(8) here
+        raise MountRefused(f"mount: {e.strerror}") from None
     if done.returncode:
         raise MountRefused(done.stderr.strip() or f"mount exited {done.returncode}")
     try:

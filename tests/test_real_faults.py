@@ -14,6 +14,7 @@ directory's place, and a resume after the fault is gone ending bitwise
 equal to the uninterrupted run.
 """
 
+import contextlib
 import shutil
 import signal
 import subprocess
@@ -32,14 +33,26 @@ SAVE = "ondevice_rl.checkpoint:Checkpoints.save"
 INJECTED = "test_a_failed_write_stops_in_one_line_and_a_resume_ends_equal"
 
 
+@contextlib.contextmanager
+def mounted(path, size):
+    """``real_fs.tmpfs``, or the test skipped (naming the injected-fault
+    test that holds the case) where mounting is refused."""
+    mount = tmpfs(path, size)
+    try:
+        where = mount.__enter__()
+    except MountRefused as e:
+        pytest.skip(f"cannot mount a tmpfs ({e}); {INJECTED} injects these faults")
+    try:
+        yield where
+    finally:
+        mount.__exit__(None, None, None)
+
+
 @pytest.fixture
 def mount(tmp_path):
     """A 4 MB tmpfs at ``tmp_path/mnt``, unmounted after the test."""
-    try:
-        with tmpfs(tmp_path / "mnt", "4m") as path:
-            yield path
-    except MountRefused as e:
-        pytest.skip(f"cannot mount a tmpfs ({e}); {INJECTED} injects these faults")
+    with mounted(tmp_path / "mnt", "4m") as path:
+        yield path
 
 
 @pytest.fixture(scope="module")
@@ -67,7 +80,7 @@ def test_a_real_full_disk_and_read_only_remount_stop_in_one_line(
     # The disk fills after the first checkpoint with 32 KB left: the next
     # rows fit, the next checkpoint does not (it fails in orbax's threads).
     fill = spawn([*TRAIN, "--out", str(full)], real=(SAVE, 1, "fill", mount, 32_768))
-    with tmpfs(readonly, "4m"):
+    with mounted(readonly, "4m"):
         remount = spawn(
             [*TRAIN, "--out", str(readonly / "run")],
             real=(SAVE, 1, "readonly", readonly),
@@ -133,7 +146,7 @@ def test_a_sweep_stopped_by_a_real_fault_resumes_equal(argv, after, mount, tmp_p
 
     assert main([*argv, "--out", str(tmp_path / "whole")]) == 0
     whole = _outputs(tmp_path / "whole")
-    with tmpfs(tmp_path / "ro", "4m") as ro:
+    with mounted(tmp_path / "ro", "4m") as ro:
         procs = {
             mount / "sweep": spawn(
                 [*argv, "--out", str(mount / "sweep")],
@@ -163,7 +176,7 @@ def test_eval_render_export_plot_on_a_real_fault_say_which_file(
 ):
     from ondevice_rl.train.cli import main
 
-    with tmpfs(tmp_path / "mnt", "4m") as mnt:
+    with mounted(tmp_path / "mnt", "4m") as mnt:
         run = mnt / "run"
         shutil.copytree(reference[0], run, ignore=shutil.ignore_patterns(".lock"))
         before = sorted(p.name for p in run.iterdir())
@@ -190,7 +203,10 @@ def test_eval_render_export_plot_on_a_real_fault_say_which_file(
 @pytest.mark.slow
 def test_a_compile_cache_that_cannot_be_written_costs_one_line(tmp_path):
     out = tmp_path / "runs"
-    with tmpfs(tmp_path / "full", "64k") as full, tmpfs(tmp_path / "ro", "64k") as ro:
+    with (
+        mounted(tmp_path / "full", "64k") as full,
+        mounted(tmp_path / "ro", "64k") as ro,
+    ):
         real_fs.fill(full, 0)
         subprocess.run(["mount", "-o", "remount,ro", str(ro)], check=True)
         procs = {
@@ -211,7 +227,7 @@ def test_a_compile_cache_that_cannot_be_written_costs_one_line(tmp_path):
 
 @pytest.mark.slow
 def test_a_compile_cache_filling_up_mid_run_costs_one_line(tmp_path):
-    with tmpfs(tmp_path / "small", "64k") as small:  # fills with the first entry
+    with mounted(tmp_path / "small", "64k") as small:  # fills with the first entry
         proc = spawn([*TRAIN, "--out", str(tmp_path / "run")], cache=small / "jax")
         assert proc.wait(timeout=300) == 0, proc.stderr.read()
         lines = proc.stderr.read().strip().splitlines()
@@ -230,7 +246,7 @@ def test_a_compile_cache_filling_up_mid_run_costs_one_line(tmp_path):
 @pytest.mark.slow
 def test_wandb_failing_on_a_full_disk_leaves_the_run_whole(reference, tmp_path):
     pytest.importorskip("wandb")
-    with tmpfs(tmp_path / "wandb", "64k") as folder:
+    with mounted(tmp_path / "wandb", "64k") as folder:
         real_fs.fill(folder, 0)
         proc = spawn(
             [*TRAIN, "--wandb", "faults", "--out", str(tmp_path / "run")],
