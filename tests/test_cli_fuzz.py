@@ -275,6 +275,12 @@ def retag(args: list[Arg], flag: str, kind: str, *names: str) -> list[Arg]:
     ]
 
 
+def value_named(args: list[Arg], positional: str) -> list[Arg]:
+    """A bad ``positional``'s error names its value, not a flag."""
+    arg = given_flags(args)[positional]
+    return retag(args, positional, BAD, arg.value) if arg.kind == BAD else args
+
+
 def tokens(words: tuple[str, ...], args: list[Arg]) -> list[str]:
     return [*words, *(t for a in args for t in a.tokens)]
 
@@ -1092,10 +1098,7 @@ def check_env_rules(args: list[Arg]) -> list[Arg]:
     if reference is not None and reference.value == "Blackjack-v1":
         if "--sync" not in given:  # no built-in sync for it
             args = retag(args, "--reference", BAD, "--sync")
-    env = given["NAME_OR_ENTRY"]
-    if env.kind == BAD:  # its error names the value, not a flag
-        args = retag(args, "NAME_OR_ENTRY", BAD, env.value)
-    return args
+    return value_named(args, "NAME_OR_ENTRY")
 
 
 @examples(12, 150)
@@ -1144,10 +1147,7 @@ def seeds_rules(args: list[Arg]) -> list[Arg]:
         args = retag(args, "--sets", BAD, "--keys")
     if "--round-updates" in given and "--checkpoint" not in given:
         args = retag(args, "--round-updates", BAD, "--checkpoint")
-    recipe = given["recipe"]
-    if recipe.kind == BAD:  # its error names the value
-        args = retag(args, "recipe", BAD, recipe.value)
-    return args
+    return value_named(args, "recipe")
 
 
 @examples(10, 150)

@@ -7,7 +7,8 @@ temporary file behind. Its failure is ``WriteFailed``: an ``OSError`` that
 names ``path`` (not the temporary file) and reads as one line,
 ``cannot write PATH (reason)``; commands answer it with exit status 1.
 ``writing(path)`` names ``path`` in an ``OSError`` raised without a file
-name (a write to a file already open, zipfile's, matplotlib's).
+name (a write to a file already open, zipfile's, matplotlib's);
+``write_each(out, writers)`` runs ``{name: write(path)}`` into ``out`` so.
 """
 
 import contextlib
@@ -50,3 +51,13 @@ def write_whole(path: str | Path, write: Callable[[Path], Any]) -> Path:
             tmp.unlink()
         raise
     return path
+
+
+def write_each(out: Path, writers: dict[str, Callable[[Path], Any]]) -> list:
+    """``write(out / name)`` for each, in order, a failure naming its file;
+    what the writers return."""
+    written = []
+    for name, write in writers.items():
+        with writing(out / name):
+            written.append(write(out / name))
+    return written

@@ -23,7 +23,7 @@ import jax
 
 from ondevice_rl.train.kit.registry import algorithm_of
 from ondevice_rl.train.run.artifacts import write_json
-from ondevice_rl.train.services.writes import writing
+from ondevice_rl.train.services.writes import write_each
 from ondevice_rl.train.sweep import stats
 from ondevice_rl.train.sweep.results import SweepResult, _fmt, format_values, scores
 from ondevice_rl.train.sweep.space import SweepPlan
@@ -172,11 +172,7 @@ def write_outputs(result: SweepResult, out: Path, top: int = 10) -> list[Path]:
         "profile.png": lambda path: write_profile(result, path, top=top),
         "summary.json": lambda path: write_summary(result, path),
     }
-    written = []
-    for name, write in writers.items():
-        with writing(out / name):  # names the file whatever the writer
-            written.append(write(out / name))
-    return written
+    return write_each(out, writers)  # a failure names its file
 
 
 def print_plan(plan: SweepPlan) -> None:

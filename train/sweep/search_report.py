@@ -29,7 +29,7 @@ import numpy as np
 
 from ondevice_rl.train.kit.registry import algorithm_of
 from ondevice_rl.train.run.artifacts import write_json
-from ondevice_rl.train.services.writes import write_whole, writing
+from ondevice_rl.train.services.writes import write_each, write_whole
 from ondevice_rl.train.sweep import member_files, stats
 from ondevice_rl.train.sweep.results import _fmt
 from ondevice_rl.train.sweep.search_result import (
@@ -212,11 +212,7 @@ def write_outputs(result: SearchResult, out: Path) -> list[Path]:
         MEMBERS_DIR: lambda path: save_params(result, out),
         "summary.json": lambda path: write_summary(result, path),
     }
-    written = []
-    for name, write in writers.items():
-        with writing(out / name):  # names the file whatever the writer
-            written.append(write(out / name))
-    return written
+    return write_each(out, writers)  # a failure names its file
 
 
 def print_result(result: SearchResult, out: Path | None = None) -> None:
