@@ -84,44 +84,6 @@ def train_table(train: dict) -> Table:
     return table
 
 
-def host_table(host: dict) -> Table:
-    table = Table(title="bench host: the same learner, host loop vs fused (1 seed)")
-    for c in (
-        "loop",
-        "env steps",
-        "SPS",
-        "compile s",
-        "return",
-        "transfers/vector step",
-        "transfers/env step",
-        "one-off",
-    ):
-        table.add_column(c, justify="right" if c != "loop" else "left")
-    h, f = host["host_loop"], host["fused"]
-    table.add_row(
-        "host (gymnasium + jit policy)",
-        si(h["timesteps"]),
-        si(h["sps"]),
-        f"{h['compile_s']:.1f}",
-        f"{h['final_return']:.0f}",
-        f"{h['transfers_per_step']:.3f}",
-        f"{h['transfers_per_env_step']:.3f}",
-        "-",
-    )
-    per_step = "?" if f["transfers_per_step"] is None else str(f["transfers_per_step"])
-    table.add_row(
-        "fused (make_train)",
-        si(f["timesteps"]),
-        si(f["sps"]),
-        f"{f['compile_s']:.1f}",
-        f"{f['final_return']:.0f}",
-        per_step,
-        per_step,
-        f"{f['one_off_transfers']} calls",
-    )
-    return table
-
-
 def print_tables(results: dict, console: Console | None = None) -> None:
     console = console or Console(width=160)
     if "env" in results:
@@ -135,14 +97,9 @@ def print_tables(results: dict, console: Console | None = None) -> None:
     if "train" in results:
         console.print(train_table(results["train"]))
     if "host" in results:
-        host = results["host"]
-        console.print(host_table(host))
-        console.print(host["note"])
-        ops = host["fused"]["host_ops"]
-        console.print(
-            f"fused is {host['speedup']:.1f}× the host loop's SPS; host ops in the "
-            f"fused program: {len(ops)}" + (f" ({', '.join(ops[:3])})" if ops else "")
-        )
+        from ondevice_rl.train.bench.host.report import print_host
+
+        print_host(results["host"], console)
 
 
 def write_json(results: dict, path: Path) -> None:
@@ -224,17 +181,12 @@ def plot(results: dict, path: Path) -> None:
         if refs:
             ax_train.plot(*zip(*refs, strict=True), "--s", label="reference")
     if "host" in results:
-        host = results["host"]
-        ax_train.plot(
-            [per_seed],
-            [host["host_loop"]["sps"]],
-            "v",
-            ms=9,
-            label="host loop (gymnasium)",
-        )
-        ax_train.plot(
-            [per_seed], [host["fused"]["sps"]], "^", ms=9, label="fused, 1 seed"
-        )
+        rows = {r["backend"]: r for r in results["host"]["results"][0]["rows"]}
+        for backend, marker in (("gym-sync", "v"), ("fused", "^")):
+            if "sps" in rows.get(backend, {}):
+                x = results["host"]["num_envs"]
+                label = f"bench host: {backend}, 1 seed"
+                ax_train.plot([x], [rows[backend]["sps"]], marker, ms=9, label=label)
     ax_train.set(
         title=f"{algo} {env} ({per_seed} envs per seed)" + peak_note,
         xlabel=f"parallel envs (seeds × {per_seed})",

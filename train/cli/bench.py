@@ -18,7 +18,7 @@ from ondevice_rl._xla import use_cpu_cores
 from ondevice_rl.train.bench import env_speed, host, report, train_speed
 from ondevice_rl.train.bench.suite_speed import SUITE_BATCHES
 from ondevice_rl.train.bench.train_speed import BenchError
-from ondevice_rl.train.cli import bench_launches
+from ondevice_rl.train.cli import bench_host, bench_launches
 from ondevice_rl.train.cli.args import (
     add_cpu_devices_argument,
     positive_int_arg,
@@ -119,7 +119,7 @@ def _add_flags(parser: argparse.ArgumentParser, suppress: bool) -> None:
         default=argparse.SUPPRESS if suppress else None,
         help=f"env steps per seed; default "
         f"{train_speed.DEFAULT_TIMESTEPS:g}, quick "
-        f"{train_speed.QUICK_TIMESTEPS} (also the fused side of host)",
+        f"{train_speed.QUICK_TIMESTEPS} ",
     )
     group.add_argument(
         "--reference",
@@ -144,8 +144,8 @@ def _add_flags(parser: argparse.ArgumentParser, suppress: bool) -> None:
         metavar="T",
         default=argparse.SUPPRESS if suppress else None,
         help=f"host-loop env steps; default "
-        f"{host.DEFAULT_HOST_TIMESTEPS:g}, quick "
-        f"{host.QUICK_HOST_TIMESTEPS}",
+        f"{host.DEFAULT_TIMESTEPS:g}, quick "
+        f"{host.QUICK_TIMESTEPS} (bench host has its own flags)",
     )
 
 
@@ -162,10 +162,10 @@ def add_subcommands(subparsers, algo: str = DEFAULT) -> None:
     helps = dict(
         env="random-policy steps/s of each env at several batch sizes",
         train="training SPS and compile time at several seed counts (vs --reference)",
-        host="the same learner with a host-side env loop vs fused into one program",
     )
-    for part in PARTS:
+    for part in ("env", "train"):
         _add_flags(parts.add_parser(part, help=helps[part]), suppress=True)
+    bench_host.add_parser(parts)
     bench_launches.add_parser(parts)
     parser.set_defaults(func=run, part=None)
 
@@ -245,7 +245,7 @@ def _run(args) -> int:
             f"--recipe {recipe}: {message}" if recipe else message
         ) from None
     host_steps = args.host_timesteps or (
-        host.QUICK_HOST_TIMESTEPS if quick else host.DEFAULT_HOST_TIMESTEPS
+        host.QUICK_TIMESTEPS if quick else host.DEFAULT_TIMESTEPS
     )
     if "host" in parts:
         try:
@@ -287,14 +287,11 @@ def _run(args) -> int:
             seeds, timesteps, args.reference, args.repeat, _log, algorithm.name,
             recipe, fields,
         )  # fmt: skip
-    if "host" in parts:
-        reuse = None
-        for r in results.get("train", {}).get("results", []):
-            if r["seeds"] == 1:
-                reuse = {k: v for k, v in r.items() if k not in ("reference", "ratio")}
+    if "host" in parts:  # the short form; ``bench host`` has the rest
         results["host"] = host.run_host_bench(
-            host_steps, timesteps, reuse, _log, algorithm.name
-        )
+            host.DEFAULT_ENVS, ("gym-sync", "fused"), algorithm.name,
+            algorithm.config().num_envs, host_steps, log=_log,
+        )  # fmt: skip
 
     report.print_tables(results)
     report.write_json(results, args.out / "bench.json")

@@ -253,9 +253,12 @@ def on_policy_trainer(
         extra = learner.metrics(hp, env_steps)
         return new_state, {**metrics, **stats._asdict(), **extra}
 
-    def host_act(params, obs, key):
-        out = agent.step(params, (), obs, None)[1]
+    def host_act(params, norm, obs, key):
+        out = agent.step(params, (), normalize_obs(norm, obs), None)[1]
         return learner.act(out, key, None, 0, split_action_mask(obs)[1])
+
+    def host_prepare(norm, traj, hp):
+        return normalize_rollout(norm, traj, hp.gamma)
 
     return at_config_precision(
         Trainer(
@@ -266,6 +269,6 @@ def on_policy_trainer(
             scan_updates(update),
             learner.policy,
             agent.initial_carry,
-            None if agent.memory else HostLoop(host_act, learn),
+            None if agent.memory else HostLoop(host_act, learn, host_prepare),
         )
     )

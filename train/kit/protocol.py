@@ -33,14 +33,19 @@ class HostLoop(NamedTuple):
     """What the host-loop baseline (``ondevice-rl bench host``) drives of an
     on-policy learner.
 
-    ``act(params, obs [B, *obs_shape], key) -> (action, env_action, extras)``
-    samples from the policy as the rollout does; ``learn(params, opt_state,
-    traj [T, B], key, hp) -> (params, opt_state, stats)`` is the learner's
-    update on one rollout (stats have ``total_loss``).
+    ``act(params, normalizer, obs [B, *obs_shape], key) -> (action,
+    env_action, extras)`` samples from the policy as the rollout does (the
+    raw observations standardised with the normalizer's statistics);
+    ``prepare(normalizer, traj [T, B], hp) -> (normalizer, traj)`` is what
+    the fused update does to a raw rollout before learning (standardise,
+    update the statistics, scale rewards); ``learn(params, opt_state, traj
+    [T, B], key, hp) -> (params, opt_state, stats)`` is the learner's update
+    on one rollout (stats have ``total_loss``).
     """
 
     act: Callable
     learn: Callable
+    prepare: Callable
 
 
 class Trainer(NamedTuple):
@@ -124,7 +129,7 @@ def at_config_precision(trainer: Trainer) -> Trainer:
 
     host_loop = trainer.host_loop
     if host_loop is not None:
-        host_loop = HostLoop(at(host_loop.act), at(host_loop.learn))
+        host_loop = HostLoop(at(host_loop.act), at(host_loop.learn), host_loop.prepare)
     return trainer._replace(
         init=at(trainer.init),
         run=at(trainer.run),

@@ -1,0 +1,152 @@
+"""``envpool-xla``: EnvPool's XLA interface stepped inside one jitted rollout.
+
+EnvPool's ``xla()`` gives a ``step`` that XLA calls as a custom call, so the
+policy and the C++ envs run in one compiled rollout with no Python per
+step. EnvPool resets an env on the step after its episode ended, and a
+compiled step cannot step the ended envs alone, so the rollout steps all
+``B`` envs until each has ``T`` real transitions: an env's reset step is
+not one, and an env that has its ``T`` while others catch up keeps
+stepping, its extra transitions left out (its next rollout starts where it
+is; the last kept transition bootstraps from its own next observation).
+The learner's update is then the same jitted ``learn`` as every backend's.
+"""
+
+import time
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ondevice_rl.rollout import Transition
+from ondevice_rl.train.bench.host.learner import (
+    REPLAYED_ACTS,
+    REPLAYED_LEARNS,
+    Recorder,
+    host_learner,
+    host_record,
+    replay_seconds,
+)
+from ondevice_rl.train.bench.host.sources import envpool_make
+from ondevice_rl.train.bench.transfers import TransferCounter
+
+
+class Cursor(NamedTuple):
+    """The envs between rollouts, on the device."""
+
+    handle: Any
+    obs: jax.Array  # [B, ...]
+    reset_next: jax.Array  # [B] bool: the env's next step is its reset
+    episode_return: jax.Array  # [B]
+    key: jax.Array
+
+
+def make_rollout(pieces: Any, step: Any, num_envs: int, num_steps: int, discrete: bool):
+    """``rollout(cursor, params, norm) -> (cursor, traj [T, B], (returns sum,
+    episodes ended, env steps taken))``, one jitted program."""
+    B, T = num_envs, num_steps
+    ids = jnp.arange(B, dtype=jnp.int32)
+
+    def rollout(cursor: Cursor, params, norm):
+        key, sample_key = jax.random.split(cursor.key)
+        example = pieces.act(params, norm, cursor.obs, sample_key)
+        row = Transition(cursor.obs, example[0], jnp.zeros(B), jnp.zeros(B, bool),
+                         jnp.zeros(B, bool), cursor.obs, example[2])  # fmt: skip
+        buffers = jax.tree.map(lambda x: jnp.zeros((T, *x.shape), x.dtype), row)
+
+        def body(carry):
+            cursor, buffers, count, ended_sum, ended_n, taken = carry
+            key, sample_key = jax.random.split(cursor.key)
+            action, env_action, extras = pieces.act(
+                params, norm, cursor.obs, sample_key
+            )
+            env_action = env_action.astype(jnp.int32 if discrete else jnp.float32)
+            handle, (obs, reward, term, trunc, _) = step(cursor.handle, env_action, ids)
+            obs = obs.astype(jnp.float32)
+            reward = reward.astype(jnp.float32)
+            real = ~cursor.reset_next
+            slot = jnp.where(real & (count < T), count, T)  # T: dropped
+            row = Transition(cursor.obs, action, reward, term, trunc, obs, extras)
+            buffers = jax.tree.map(
+                lambda buf, x: buf.at[slot, ids].set(x, mode="drop"), buffers, row
+            )
+            ended = real & (term | trunc)
+            episode_return = cursor.episode_return + jnp.where(real, reward, 0.0)
+            ended_sum += jnp.sum(jnp.where(ended, episode_return, 0.0))
+            ended_n += jnp.sum(ended)
+            cursor = Cursor(
+                handle, obs, ended, jnp.where(ended, 0.0, episode_return), key
+            )
+            return cursor, buffers, count + real, ended_sum, ended_n, taken + B
+
+        def unfinished(carry):
+            return jnp.min(carry[2]) < T
+
+        zero = jnp.zeros((), jnp.float32)
+        start = (cursor._replace(key=key), buffers, jnp.zeros(B, jnp.int32), zero,
+                 jnp.zeros((), jnp.int32), jnp.zeros((), jnp.int32))  # fmt: skip
+        cursor, traj, _, ended_sum, ended_n, taken = jax.lax.while_loop(
+            unfinished, body, start
+        )
+        return cursor, traj, (ended_sum, ended_n, taken)
+
+    return jax.jit(rollout)
+
+
+def train_envpool_xla(trainer: Any, task: str, seed: int, discrete: bool) -> dict:
+    """Trains ``trainer``'s learner on EnvPool's ``task`` through its XLA
+    interface; returns the backend's record."""
+    config = trainer.config
+    B, T = config.num_envs, config.num_steps
+    one_off = TransferCounter()  # the inputs once, the metrics once
+    env = envpool_make(task, B, seed)
+    handle, _, _, step = env.xla()
+    obs, _ = env.reset()
+    learner = host_learner(trainer)
+    rollout = make_rollout(trainer.host_loop, step, B, T, discrete)
+    hp = config.hyperparams
+    init_key, key = jax.random.split(jax.random.PRNGKey(seed))
+    state = trainer.init(init_key, hp)
+    params, opt_state, norm = state.params, state.opt_state, state.normalizer
+    start = (
+        handle,
+        np.asarray(obs, np.float32),
+        np.zeros(B, bool),
+        np.zeros(B, np.float32),
+    )
+    cursor = Cursor(*one_off.put(start), key)
+
+    t0 = time.perf_counter()  # compile both programs outside the timed pass
+    lowered = rollout.lower(cursor, params, norm)
+    lowered.compile()
+    shapes = jax.eval_shape(rollout, cursor, params, norm)[1]
+    zeros = jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), shapes)
+    jax.block_until_ready(learner.learn(params, opt_state, norm, zeros, key, hp))
+    compile_s = time.perf_counter() - t0
+
+    acts, learns, stats = Recorder(REPLAYED_ACTS), Recorder(REPLAYED_LEARNS), []
+    t0 = time.perf_counter()
+    for _ in range(config.num_updates):
+        cursor, traj, ended = rollout(cursor, params, norm)
+        stats.append(ended)
+        learns.add((params, opt_state, norm, traj, key, hp))
+        if len(acts.inputs) < REPLAYED_ACTS:
+            acts.inputs += [(params, norm, traj.obs[t], key) for t in range(T)]
+        params, opt_state, norm, key = learner.learn(
+            params, opt_state, norm, traj, key, hp
+        )
+    jax.block_until_ready(params)
+    stats = one_off.get(stats)  # once, after the run
+    wall = time.perf_counter() - t0
+    env.close()
+    taken = sum(int(steps) for *_, steps in stats)
+    acts.calls = taken // B  # the policy acts once per step of all B envs
+    busy = replay_seconds(learner.act, acts) + replay_seconds(learner.learn, learns)
+    update_returns, last = [], float("nan")
+    for ended_sum, ended_n, _ in stats:
+        last = float(ended_sum / ended_n) if ended_n else last
+        update_returns.append(last)
+    record = host_record(
+        config, wall, compile_s, update_returns, TransferCounter(), busy, []
+    )
+    return dict(record, one_off_transfers=one_off.total, env_steps_taken=taken)
