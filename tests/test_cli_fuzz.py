@@ -981,7 +981,7 @@ BENCH_FLAGS = {
     "--references": Flag(good=(EMPTY,), maybe=(MISSING, FILE)),
     "--matmul-precision": Flag(good=("highest", "high", "default"), bad=("", "fp16")),
 }
-PARTS = (None, "env", "train", "host")
+PARTS = (None, "env", "train")  # bench host and launches: their own flags
 
 
 def bench_rules(part: str | None, args: list[Arg]) -> list[Arg]:
@@ -1025,6 +1025,35 @@ def test_bench(tmp_path, count):
         check_call(tmp_path, ("bench",), args)
 
     fuzz(count, bench_lines(), check)
+
+
+HOST_FLAGS = {
+    "--envs": Flag(
+        good=("CartPole-v1", "CartPole-v1,Acrobot-v1"),
+        bad=("Nope-v0", "CartPole-v1,Nope-v0", "", "nomodule:factory"),
+        names=("environment",),
+    ),
+    "--backends": Flag(
+        good=("gym-sync", "gym-sync,fused"), bad=("", "nope", "fused,nope")
+    ),
+    "--port": Flag(good=("CartPole-v1=CartPole-v1",), bad=("x", "=y", "x=")),
+    "--algo": Flag(good=("ppo", "a2c"), bad=("dqn", "", "nope")),
+    "--num-envs": Flag(good=("4", "16"), bad=NOT_INT + ("0", "-1")),
+    "--async-batch": Flag(good=("2",), bad=("0", "x", "16")),
+    "--timesteps": Flag(good=("4096", "1e5"), bad=("0", "x", "100")),
+    "--seeds": Flag(good=("0", "0..3", "1,2"), bad=("", "x", "3..1", "1,1")),
+    "--quick": Flag(switch=True),
+    "--out": Flag(good=("hostout", EMPTY, "."), bad=(FILE, f"{FILE}/x", LONG)),
+    "--json": Flag(switch=True),
+}
+
+
+@examples(10, 150)
+def test_bench_host(tmp_path, count):
+    def check(args):
+        check_call(tmp_path, ("bench", "host"), args)
+
+    fuzz(count, arguments(HOST_FLAGS, max_flags=4), check)
 
 
 LAUNCHES_FLAGS = {

@@ -149,19 +149,14 @@ def check(args) -> dict:
         raise HostError("--envs: name at least one env")
     for spec in args.envs:
         try:
-            target = host_target(
-                spec, ports.get(spec), args.algo, args.num_envs, timesteps
-            )
+            host_target(spec, ports.get(spec), args.algo, args.num_envs, timesteps)
         except (KeyError, ValueError, ImportError, AttributeError) as e:
             message = e.args[0] if e.args else type(e).__name__
+            if "total_timesteps" in str(message):  # the learner's config
+                raise HostError(f"--timesteps {timesteps}: {message}") from None
             raise HostError(f"--envs {spec}: {message}") from None
         except Exception as e:  # gymnasium's own errors, a factory's
             raise HostError(f"--envs {spec}: {type(e).__name__}: {e}") from None
-        if timesteps < target.config.steps_per_update:
-            raise HostError(
-                f"--timesteps {timesteps}: below one update of {spec}'s learner "
-                f"({target.config.steps_per_update} steps)"
-            )
     return dict(
         specs=args.envs, backends=_backends(args.backends), algo=args.algo,
         num_envs=args.num_envs, timesteps=timesteps, seeds=seeds, ports=ports,
@@ -174,10 +169,13 @@ def run(args) -> int:
 
     try:
         settings = check(args)
-        if args.out.exists() and not args.out.is_dir():
-            raise HostError(f"--out {args.out} is a file, not a directory")
-        args.out.mkdir(parents=True, exist_ok=True)
-    except (HostError, OSError) as e:
+        try:
+            if args.out.exists() and not args.out.is_dir():
+                raise HostError(f"--out {args.out} is a file, not a directory")
+            args.out.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise HostError(f"--out {args.out}: cannot create it ({e.strerror})")
+    except HostError as e:
         print(f"ondevice-rl bench host: error: {e}", file=sys.stderr)
         return 2
     record = host.run_host_bench(**settings, log=_log)

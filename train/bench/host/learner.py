@@ -39,8 +39,15 @@ class HostLearner(NamedTuple):
     learn: Callable
 
 
+#: ``id(trainer) -> (trainer, HostLearner)``: backends of one config share
+#: their compiled programs (``trainer_for`` builds one trainer per config).
+_LEARNERS: dict[int, tuple[Any, HostLearner]] = {}
+
+
 def host_learner(trainer: Any) -> HostLearner:
     """The learner's ``HostLoop`` pieces as two jitted programs."""
+    if id(trainer) in _LEARNERS:
+        return _LEARNERS[id(trainer)][1]
     pieces = trainer.host_loop
 
     @jax.jit
@@ -56,7 +63,8 @@ def host_learner(trainer: Any) -> HostLearner:
         params, opt_state, _ = pieces.learn(params, opt_state, traj, learn_key, hp)
         return params, opt_state, norm, key
 
-    return HostLearner(act, learn)
+    _LEARNERS[id(trainer)] = (trainer, HostLearner(act, learn))
+    return _LEARNERS[id(trainer)][1]
 
 
 class Collected(NamedTuple):
