@@ -23,6 +23,7 @@ from ondevice_rl.train.bench.host.learner import (
     REPLAYED_ACTS,
     REPLAYED_LEARNS,
     Recorder,
+    act_seconds,
     host_learner,
     host_record,
     replay_seconds,
@@ -141,7 +142,7 @@ def train_envpool_xla(trainer: Any, task: str, seed: int, discrete: bool) -> dic
     env.close()
     taken = sum(int(steps) for *_, steps in stats)
     acts.calls = taken // B  # the policy acts once per step of all B envs
-    busy = replay_seconds(learner.act, acts) + replay_seconds(learner.learn, learns)
+    busy = act_seconds(learner.act, acts) + replay_seconds(learner.learn, learns)
     update_returns, last = [], float("nan")
     for ended_sum, ended_n, _ in stats:
         last = float(ended_sum / ended_n) if ended_n else last
