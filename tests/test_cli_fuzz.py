@@ -1039,6 +1039,7 @@ HOST_FLAGS = {
     "--port": Flag(good=("CartPole-v1=CartPole-v1",), bad=("x", "=y", "x=")),
     "--algo": Flag(good=("ppo", "a2c"), bad=("dqn", "", "nope")),
     "--num-envs": Flag(good=("4", "16"), bad=NOT_INT + ("0", "-1")),
+    "--num-steps": Flag(good=("32", "128"), bad=("0", "x")),
     "--async-batch": Flag(good=("2",), bad=("0", "x", "16")),
     "--timesteps": Flag(good=("4096", "1e5"), bad=("0", "x", "100")),
     "--seeds": Flag(good=("0", "0..3", "1,2"), bad=("", "x", "3..1", "1,1")),

@@ -67,6 +67,13 @@ def add_parser(parts) -> None:
         metavar="B", help=f"envs per backend (default {host.DEFAULT_NUM_ENVS})",
     )  # fmt: skip
     parser.add_argument(
+        "--num-steps",
+        type=positive_int_arg,
+        default=None,
+        metavar="T",
+        help="steps per env per rollout (default: the recipe's, else the learner's)",
+    )
+    parser.add_argument(
         "--async-batch", type=positive_int_arg, default=None, metavar="M",
         help="envpool-async: envs the policy acts on per call, < --num-envs "
         "(default: half)",
@@ -149,7 +156,10 @@ def check(args) -> dict:
         raise HostError("--envs: name at least one env")
     for spec in args.envs:
         try:
-            host_target(spec, ports.get(spec), args.algo, args.num_envs, timesteps)
+            host_target(
+                spec, ports.get(spec), args.algo, args.num_envs, timesteps,
+                args.num_steps,
+            )  # fmt: skip
         except (KeyError, ValueError, ImportError, AttributeError) as e:
             message = e.args[0] if e.args else type(e).__name__
             if "total_timesteps" in str(message):  # the learner's config
@@ -159,8 +169,8 @@ def check(args) -> dict:
             raise HostError(f"--envs {spec}: {type(e).__name__}: {e}") from None
     return dict(
         specs=args.envs, backends=_backends(args.backends), algo=args.algo,
-        num_envs=args.num_envs, timesteps=timesteps, seeds=seeds, ports=ports,
-        async_batch=args.async_batch,
+        num_envs=args.num_envs, num_steps=args.num_steps, timesteps=timesteps,
+        seeds=seeds, ports=ports, async_batch=args.async_batch,
     )  # fmt: skip
 
 
@@ -174,7 +184,8 @@ def run(args) -> int:
                 raise HostError(f"--out {args.out} is a file, not a directory")
             args.out.mkdir(parents=True, exist_ok=True)
         except OSError as e:
-            raise HostError(f"--out {args.out}: cannot create it ({e.strerror})")
+            message = f"--out {args.out}: cannot create it ({e.strerror})"
+            raise HostError(message) from None
     except HostError as e:
         print(f"ondevice-rl bench host: error: {e}", file=sys.stderr)
         return 2

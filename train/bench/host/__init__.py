@@ -117,6 +117,7 @@ def run_host_bench(
     backends: Sequence[str] = BACKENDS,
     algo: str = "ppo",
     num_envs: int = DEFAULT_NUM_ENVS,
+    num_steps: int | None = None,
     timesteps: int = DEFAULT_TIMESTEPS,
     seeds: Sequence[int] = (0,),
     ports: dict | None = None,
@@ -128,7 +129,9 @@ def run_host_bench(
     async_batch = async_batch or max(1, num_envs // 2)
     results = []
     for spec in specs:
-        target = host_target(spec, ports.get(spec), algo, num_envs, timesteps)
+        target = host_target(
+            spec, ports.get(spec), algo, num_envs, timesteps, num_steps
+        )
         rows = []
         for backend in backends:
             reason = unavailable(backend, target, num_envs)

@@ -6,9 +6,9 @@ port is the registered env of the same name (our gymnasium-equal ports), or
 one named with ``--port HOST=PORT`` (a registered name or an entry string).
 The learner is the same for every backend: the shipped recipe for the port
 and learner when there is one (``cartpole_ppo`` ...), else the learner's
-defaults, with ``num_envs`` set; an env without a port gets a stand-in that
-has only its spaces, so the learner's network and update are built the same
-way.
+defaults, with ``num_envs`` (and ``num_steps`` if given) set; an env
+without a port gets a stand-in that has only its spaces, so the learner's
+network and update are built the same way.
 """
 
 import functools
@@ -136,7 +136,12 @@ def _shapes(name: str) -> tuple:
 
 
 def host_target(
-    spec: str, port: str | None, algo: str, num_envs: int, timesteps: int
+    spec: str,
+    port: str | None,
+    algo: str,
+    num_envs: int,
+    timesteps: int,
+    num_steps: int | None = None,
 ) -> HostTarget:
     """The learner and port for host env ``spec`` (ValueError, one line,
     when the port's spaces differ from the host env's)."""
@@ -150,6 +155,8 @@ def host_target(
         )
     recipe = f"{RECIPE_PREFIX[port]}_{algo}" if port in RECIPE_PREFIX else None
     fields = dict(num_envs=int(num_envs), total_timesteps=int(timesteps))
+    if num_steps is not None:
+        fields["num_steps"] = int(num_steps)
     if recipe in list_recipes():
         config = load_recipe(recipe).replace(**fields)
     else:
