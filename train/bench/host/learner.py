@@ -180,6 +180,14 @@ def train_on_host(
     return host_record(config, wall, compile_s, update_returns, counter, busy, lags)
 
 
+def finished_only(update_returns: list) -> np.ndarray:
+    """The per-update returns from the first update in which an episode
+    ended (before it there is no return to average)."""
+    returns = np.asarray(update_returns, np.float64)
+    ended = np.flatnonzero(~np.isnan(returns))
+    return returns[ended[0] :] if ended.size else returns
+
+
 def host_record(config, wall, compile_s, update_returns, counter, busy, lags) -> dict:
     """A backend's figures: env steps are the transitions the learner took."""
     updates = config.num_updates
@@ -192,7 +200,7 @@ def host_record(config, wall, compile_s, update_returns, counter, busy, lags) ->
         run_s=round(wall, 3),
         sps=round(env_steps / wall),
         updates_per_s=round(updates / wall, 2),
-        final_return=round(final_return(update_returns), 1),
+        final_return=round(final_return(finished_only(update_returns)), 1),
         transfers=counter.as_dict() if counter is not None else None,
         transfers_per_update=round(transfers / updates, 2),
         busy_share=round(min(1.0, busy / wall), 4),
