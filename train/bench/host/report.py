@@ -8,6 +8,10 @@ from rich.table import Table
 from ondevice_rl.train.bench.report import si
 
 
+def _steps(timesteps) -> str:
+    return f"{timesteps:,}" if isinstance(timesteps, int) else str(timesteps)
+
+
 def _cell(value, fmt: str) -> str:
     return "-" if value is None else format(value, fmt)
 
@@ -19,7 +23,7 @@ def env_table(result: dict, record: dict) -> Table:
     title = (
         f"bench host: {result['env']}{port}, {record['algo'].upper()} "
         f"({result['recipe'] or 'defaults'}), {config['num_envs']} envs × "
-        f"{config['num_steps']} steps, {record['timesteps']:,} steps × "
+        f"{config['num_steps']} steps, {_steps(record['timesteps'])} steps × "
         f"{len(record['seeds'])} seed(s)"
     )
     table = Table(title=title)
@@ -100,6 +104,6 @@ def plot_host(record: dict, path: Path, machine: str) -> None:
     ax_busy.legend(fontsize=7)
     fig.suptitle(
         f"bench host, {record['algo'].upper()}, {record['num_envs']} envs, "
-        f"{record['timesteps']:,} steps; {machine}", fontsize=9,
+        f"{_steps(record['timesteps'])} steps; {machine}", fontsize=9,
     )  # fmt: skip
     fig.savefig(path, dpi=110)
