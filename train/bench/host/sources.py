@@ -100,10 +100,13 @@ def gym_source(spec: str, num_envs: int, seed: int, mode: str, discrete: bool):
 def envpool_make(task: str, num_envs: int, seed: int, batch_size: int | None = None):
     import envpool
 
-    return envpool.make(
-        task, env_type="gymnasium", num_envs=num_envs, seed=seed,
-        batch_size=batch_size or num_envs,
-    )  # fmt: skip
+    with warnings.catch_warnings():
+        # EnvPool builds float64-bounded Boxes that gymnasium casts to float32.
+        warnings.filterwarnings("ignore", ".*precision lowered", UserWarning)
+        return envpool.make(
+            task, env_type="gymnasium", num_envs=num_envs, seed=seed,
+            batch_size=batch_size or num_envs,
+        )  # fmt: skip
 
 
 def envpool_sync_source(task: str, num_envs: int, seed: int, discrete: bool):
