@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: test test-slow train bench bench-gpu results search-evidence recipe-seeds recipe-seeds-fresh recipe-seeds-long lint docs clean
+.PHONY: test test-slow train bench bench-gpu results search-evidence recipe-seeds recipe-seeds-fresh recipe-seeds-fresh-long recipe-seeds-long lint docs clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -103,6 +103,23 @@ recipe-seeds-long: $(STAMP)
 		$(BIN)/ondevice-rl seeds $$r --keys 0..$$(( $(LONG_SEEDS) - 1 )) \
 			--eval-episodes $(EVAL) --checkpoint --out runs/seeds/$$r \
 		&& cp runs/seeds/$$r/seed_sets.json docs/results/$${r}_seeds.json || exit 1; \
+	done
+	$(BIN)/python -m ondevice_rl.train.recipes.results --table-only
+
+# Every other row on keys no recipe was tuned on (FRESH_LONG, default
+# 100..103), checkpointed, into docs/results/NAME_fresh.json and both tables.
+# On 2 cores: the brax, MJX and grid-world rows take 2-25 min each; MinAtar,
+# Craftax PPO and the off-policy MuJoCo rows 30 min to 2.5 h each.
+FRESH_LONG ?= 100..103
+FRESH_LONG_RECIPES ?= mjx_cartpole_balance_ppo brax_inverted_pendulum_ppo mjx_cheetah_run_ppo \
+	brax_hopper_ppo xminigrid_empty_8x8_ppo navix_empty_8x8_ppo craftax_classic_symbolic_pqn_gru \
+	jumanji_maze_ppo popgym_cartpole_easy_ppo pgx_minatar_breakout_ppo $(LONG_RECIPES)
+recipe-seeds-fresh-long: $(STAMP)
+	$(BIN)/pip install --quiet -e '.[brax,mjx]'
+	for r in $(FRESH_LONG_RECIPES); do \
+		$(BIN)/ondevice-rl seeds $$r --keys $(FRESH_LONG) --eval-episodes $(EVAL) \
+			--checkpoint --out runs/fresh/$$r \
+		&& cp runs/fresh/$$r/seed_sets.json docs/results/$${r}_fresh.json || exit 1; \
 	done
 	$(BIN)/python -m ondevice_rl.train.recipes.results --table-only
 

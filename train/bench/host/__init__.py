@@ -54,14 +54,6 @@ def envpool_tasks() -> set[str]:
     return set(envpool.list_all_envs())
 
 
-def envpool_float64(task: str) -> bool:
-    """Whether EnvPool's ``task`` takes float64 actions (its MuJoCo tasks)."""
-    import envpool
-
-    spec = envpool.make_spec(task).action_array_spec["action"]
-    return np.dtype(spec.dtype) == np.float64
-
-
 def unavailable(backend: str, target: HostTarget, num_envs: int) -> str | None:
     """Why ``backend`` cannot run ``target`` (None: it can)."""
     if backend == "gym-async" and num_envs > MAX_ASYNC_PROCESSES:
@@ -71,11 +63,6 @@ def unavailable(backend: str, target: HostTarget, num_envs: int) -> str | None:
             return f"EnvPool is not installed: {ENVPOOL_EXTRA}"
         if target.spec not in envpool_tasks():
             return f"EnvPool has no task {target.spec}"
-        if backend == "envpool-xla" and envpool_float64(target.spec):
-            return (
-                "EnvPool's XLA step takes and returns float64 for this task; "
-                "JAX here runs float32 (x64 off)"
-            )
     if backend == "fused" and target.port is None:
         return "no JAX port (name one with --port HOST=PORT)"
     return None

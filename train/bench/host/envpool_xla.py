@@ -9,8 +9,12 @@ not one, and an env that has its ``T`` while others catch up keeps
 stepping, its extra transitions left out (its next rollout starts where it
 is; the last kept transition bootstraps from its own next observation).
 The learner's update is then the same jitted ``learn`` as every backend's.
+Where EnvPool's step takes float64 (its MuJoCo tasks) the rollout is traced
+with x64 on, everything it keeps cast to float32; its policy then draws its
+noise in float64.
 """
 
+import contextlib
 import time
 from typing import Any, NamedTuple
 
@@ -28,7 +32,7 @@ from ondevice_rl.train.bench.host.learner import (
     host_record,
     replay_seconds,
 )
-from ondevice_rl.train.bench.host.sources import envpool_make
+from ondevice_rl.train.bench.host.sources import envpool_float64, envpool_make
 from ondevice_rl.train.bench.transfers import TransferCounter
 
 
@@ -42,17 +46,31 @@ class Cursor(NamedTuple):
     key: jax.Array
 
 
-def make_rollout(pieces: Any, step: Any, num_envs: int, num_steps: int, discrete: bool):
+def single(tree: Any) -> Any:
+    """Floating leaves as float32 (the rollout may be traced with x64 on)."""
+
+    def cast(x):
+        return x.astype(jnp.float32) if jnp.issubdtype(x.dtype, jnp.floating) else x
+
+    return jax.tree.map(cast, tree)
+
+
+def make_rollout(
+    pieces: Any, step: Any, num_envs: int, num_steps: int, action_dtype: Any
+):
     """``rollout(cursor, params, norm) -> (cursor, traj [T, B], (returns sum,
-    episodes ended, env steps taken))``, one jitted program."""
+    episodes ended, env steps taken))``, one jitted program; the env takes
+    ``action_dtype`` actions (float64 needs the program traced with x64 on:
+    ``x64_for``)."""
     B, T = num_envs, num_steps
     ids = jnp.arange(B, dtype=jnp.int32)
 
     def rollout(cursor: Cursor, params, norm):
         key, sample_key = jax.random.split(cursor.key)
         example = pieces.act(params, norm, cursor.obs, sample_key)
-        row = Transition(cursor.obs, example[0], jnp.zeros(B), jnp.zeros(B, bool),
-                         jnp.zeros(B, bool), cursor.obs, example[2])  # fmt: skip
+        row = single(Transition(cursor.obs, example[0], jnp.zeros(B),
+                                jnp.zeros(B, bool), jnp.zeros(B, bool), cursor.obs,
+                                example[2]))  # fmt: skip
         buffers = jax.tree.map(lambda x: jnp.zeros((T, *x.shape), x.dtype), row)
 
         def body(carry):
@@ -61,24 +79,26 @@ def make_rollout(pieces: Any, step: Any, num_envs: int, num_steps: int, discrete
             action, env_action, extras = pieces.act(
                 params, norm, cursor.obs, sample_key
             )
-            env_action = env_action.astype(jnp.int32 if discrete else jnp.float32)
+            env_action = env_action.astype(action_dtype)
             handle, (obs, reward, term, trunc, _) = step(cursor.handle, env_action, ids)
             obs = obs.astype(jnp.float32)
             reward = reward.astype(jnp.float32)
             real = ~cursor.reset_next
             slot = jnp.where(real & (count < T), count, T)  # T: dropped
-            row = Transition(cursor.obs, action, reward, term, trunc, obs, extras)
+            row = single(
+                Transition(cursor.obs, action, reward, term, trunc, obs, extras)
+            )
             buffers = jax.tree.map(
                 lambda buf, x: buf.at[slot, ids].set(x, mode="drop"), buffers, row
             )
             ended = real & (term | trunc)
-            episode_return = cursor.episode_return + jnp.where(real, reward, 0.0)
-            ended_sum += jnp.sum(jnp.where(ended, episode_return, 0.0))
-            ended_n += jnp.sum(ended)
-            cursor = Cursor(
-                handle, obs, ended, jnp.where(ended, 0.0, episode_return), key
-            )
-            return cursor, buffers, count + real, ended_sum, ended_n, taken + B
+            episode_return = cursor.episode_return + jnp.where(real, reward, 0)
+            ended_sum += jnp.sum(jnp.where(ended, episode_return, 0))
+            ended_n += jnp.sum(ended, dtype=jnp.int32)
+            episode_return = jnp.where(ended, 0, episode_return)
+            cursor = Cursor(handle, obs, ended, episode_return, key)
+            count = count + real.astype(jnp.int32)
+            return cursor, buffers, count, ended_sum, ended_n, taken + B
 
         def unfinished(carry):
             return jnp.min(carry[2]) < T
@@ -100,11 +120,23 @@ def train_envpool_xla(trainer: Any, task: str, seed: int, discrete: bool) -> dic
     config = trainer.config
     B, T = config.num_envs, config.num_steps
     one_off = TransferCounter()  # the inputs once, the metrics once
+    wide = envpool_float64(task)  # MuJoCo tasks: float64 actions in and out
+
+    def x64():  # where EnvPool takes float64: its step made and traced so
+        return jax.enable_x64(True) if wide else contextlib.nullcontext()
+
     env = envpool_make(task, B, seed)
-    handle, _, _, step = env.xla()
+    with x64():
+        handle, _, _, step = env.xla()
     obs, _ = env.reset()
     learner = host_learner(trainer)
-    rollout = make_rollout(trainer.host_loop, step, B, T, discrete)
+    action_dtype = np.int32 if discrete else np.float64 if wide else np.float32
+    jitted = make_rollout(trainer.host_loop, step, B, T, action_dtype)
+
+    def rollout(*args):
+        with x64():
+            return jitted(*args)
+
     hp = config.hyperparams
     init_key, key = jax.random.split(jax.random.PRNGKey(seed))
     state = trainer.init(init_key, hp)
@@ -118,9 +150,9 @@ def train_envpool_xla(trainer: Any, task: str, seed: int, discrete: bool) -> dic
     cursor = Cursor(*one_off.put(start), key)
 
     t0 = time.perf_counter()  # compile both programs outside the timed pass
-    lowered = rollout.lower(cursor, params, norm)
-    lowered.compile()
     shapes = jax.eval_shape(rollout, cursor, params, norm)[1]
+    jax.block_until_ready(rollout(cursor, params, norm))  # compiles it; one
+    # rollout's steps taken outside the timed pass
     zeros = jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), shapes)
     jax.block_until_ready(learner.learn(params, opt_state, norm, zeros, key, hp))
     compile_s = time.perf_counter() - t0

@@ -109,6 +109,14 @@ def envpool_make(task: str, num_envs: int, seed: int, batch_size: int | None = N
         )  # fmt: skip
 
 
+def envpool_float64(task: str) -> bool:
+    """Whether EnvPool's ``task`` takes float64 actions (its MuJoCo tasks)."""
+    import envpool
+
+    spec = envpool.make_spec(task).action_array_spec["action"]
+    return np.dtype(spec.dtype) == np.float64
+
+
 def envpool_sync_source(task: str, num_envs: int, seed: int, discrete: bool):
     """EnvPool stepping all envs per call; ended envs reset at once."""
     env = envpool_make(task, num_envs, seed)
