@@ -42,6 +42,7 @@ def test_bench_quick_end_to_end(tmp_path, capsys):
 
     rows = {r["backend"]: r for r in data["host"]["results"][0]["rows"]}
     assert rows["gym-sync"]["sps"] > 0 and rows["fused"]["sps"] > 0
+    assert rows["gym-sync"]["timesteps"] == rows["fused"]["timesteps"] == 8192
     # The host loop moves data every step; the fused program never does.
     assert rows["gym-sync"]["transfers_per_update"] >= 2 * 128
     assert rows["fused"]["transfers_per_update"] == 0

@@ -289,8 +289,8 @@ def _run(args) -> int:
         )  # fmt: skip
     if "host" in parts:  # the short form; ``bench host`` has the rest
         results["host"] = host.run_host_bench(
-            host.DEFAULT_ENVS, ("gym-sync", "fused"), algorithm.name,
-            algorithm.config().num_envs, host_steps, log=_log,
+            host.DEFAULT_ENVS, ("gym-sync", "fused"), algo=algorithm.name,
+            num_envs=algorithm.config().num_envs, timesteps=host_steps, log=_log,
         )  # fmt: skip
 
     report.print_tables(results)

@@ -102,6 +102,7 @@ def summary(backend: str, records: list[dict], seeds: Sequence[int]) -> dict:
 def run_host_bench(
     specs: Sequence[str],
     backends: Sequence[str] = BACKENDS,
+    *,
     algo: str = "ppo",
     num_envs: int = DEFAULT_NUM_ENVS,
     num_steps: int | None = None,
