@@ -33,8 +33,8 @@ def target():
 
 def out_leaves(target) -> int:
     """Arrays the policy hands back per call: env action, action, extras."""
-    learner = host_learner(trainer_for(target.config))
     trainer = trainer_for(target.config)
+    learner = host_learner(trainer)
     state = trainer.init(jax.random.PRNGKey(0), target.config.hyperparams)
     obs = np.zeros((B, 4), np.float32)
     out, _ = learner.act(state.params, state.normalizer, obs, jax.random.PRNGKey(0))

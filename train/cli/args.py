@@ -64,6 +64,11 @@ def positive_int_list_arg(text: str) -> tuple[int, ...]:
     return tuple(positive_int_arg(x) for x in int_list_arg(text))
 
 
+def names_arg(text: str) -> tuple[str, ...]:
+    """``"a,b c"`` -> ``("a", "b", "c")``: a list of names, commas or spaces."""
+    return tuple(text.replace(",", " ").split())
+
+
 def flag_name(field: str) -> str:
     return "--" + field.replace("_", "-")
 

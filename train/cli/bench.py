@@ -21,6 +21,7 @@ from ondevice_rl.train.bench.train_speed import BenchError
 from ondevice_rl.train.cli import bench_host, bench_launches
 from ondevice_rl.train.cli.args import (
     add_cpu_devices_argument,
+    names_arg,
     positive_int_arg,
     positive_int_list_arg,
 )
@@ -69,7 +70,7 @@ def _add_flags(parser: argparse.ArgumentParser, suppress: bool) -> None:
     group = parser.add_argument_group("env")
     group.add_argument(
         "--envs",
-        type=lambda s: tuple(s.replace(",", " ").split()),
+        type=names_arg,
         default=argparse.SUPPRESS if suppress else None,
         metavar="NAMES",
         help="registered env names (default: our ports, gymnax adapters, "

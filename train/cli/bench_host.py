@@ -13,7 +13,7 @@ from ondevice_rl.train.bench import host
 from ondevice_rl.train.bench.host.report import plot_host, print_host
 from ondevice_rl.train.bench.host.targets import host_target
 from ondevice_rl.train.bench.report import write_json
-from ondevice_rl.train.cli.args import positive_int_arg
+from ondevice_rl.train.cli.args import names_arg, positive_int_arg
 from ondevice_rl.train.cli.seeds import SeedsError, parse_keys
 from ondevice_rl.train.kit.registry import algorithms, get_algorithm
 from ondevice_rl.train.services.writes import WriteFailed, write_whole
@@ -21,10 +21,6 @@ from ondevice_rl.train.services.writes import WriteFailed, write_whole
 
 class HostError(ValueError):
     pass
-
-
-def _names(text: str) -> tuple[str, ...]:
-    return tuple(text.replace(",", " ").split())
 
 
 def add_parser(parts) -> None:
@@ -43,12 +39,12 @@ def add_parser(parts) -> None:
         "Hopper-v4=brax/hopper",
     )
     parser.add_argument(
-        "--envs", type=_names, default=host.DEFAULT_ENVS, metavar="ENV[,ENV]",
+        "--envs", type=names_arg, default=host.DEFAULT_ENVS, metavar="ENV[,ENV]",
         help="gymnasium ids or module:factory entries returning a gymnasium env "
         "(default: CartPole-v1)",
     )  # fmt: skip
     parser.add_argument(
-        "--backends", type=_names, default=None, metavar="B[,B]",
+        "--backends", type=names_arg, default=None, metavar="B[,B]",
         help=f"of {', '.join(host.BACKENDS)} (default: all; EnvPool's when "
         "installed)",
     )  # fmt: skip

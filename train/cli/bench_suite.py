@@ -8,13 +8,10 @@ from pathlib import Path
 from ondevice_rl.precision import DEFAULT_MATMUL_PRECISION, MATMUL_PRECISIONS
 from ondevice_rl.train.bench import env_speed, gpu_report, gpu_suite, train_speed
 from ondevice_rl.train.bench.train_speed import BenchError
+from ondevice_rl.train.cli.args import names_arg
 from ondevice_rl.train.kit.registry import algorithms
 
 SUITES = ("gpu",)
-
-
-def _names(text: str) -> tuple[str, ...]:
-    return tuple(text.replace(",", " ").split())
 
 
 def add_suite_flags(parser: argparse.ArgumentParser, suppress: bool) -> None:
@@ -37,7 +34,7 @@ def add_suite_flags(parser: argparse.ArgumentParser, suppress: bool) -> None:
     )
     group.add_argument(
         "--algos",
-        type=_names,
+        type=names_arg,
         metavar="NAMES",
         default=default(None),
         help=f"the suite's learners (default: all: {', '.join(algorithms())})",

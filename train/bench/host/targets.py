@@ -148,11 +148,13 @@ def host_target(
     if port is None and spec in envs.names():
         port = spec  # our gymnasium-equal port of the same name
     stand_in = _stand_in(spec)
-    if port is not None and _shapes(port) != _shapes(stand_in):
-        raise ValueError(
-            f"--port {spec}={port}: the port's spaces {_shapes(port)} differ "
-            f"from the host env's {_shapes(stand_in)}"
-        )
+    if port is not None:
+        ported, hosted = _shapes(port), _shapes(stand_in)
+        if ported != hosted:
+            raise ValueError(
+                f"--port {spec}={port}: the port's spaces {ported} differ "
+                f"from the host env's {hosted}"
+            )
     recipe = f"{RECIPE_PREFIX[port]}_{algo}" if port in RECIPE_PREFIX else None
     fields = dict(num_envs=int(num_envs), total_timesteps=int(timesteps))
     if num_steps is not None:
