@@ -67,7 +67,42 @@ CONFIGS = {
         total_timesteps=64,
         hidden=(16, 16),
     ),
+    "sac": dict(
+        env="Pendulum-v1",
+        num_envs=2,
+        total_timesteps=40,
+        buffer_size=32,
+        batch_size=8,
+        learning_starts=8,
+        n_step=2,
+        hidden=(16, 16),
+    ),
+    "td3": dict(
+        env="Pendulum-v1",
+        num_envs=2,
+        total_timesteps=40,
+        buffer_size=32,
+        batch_size=8,
+        learning_starts=8,
+        hidden=(16, 16),
+    ),
+    "ppo_gru": dict(
+        env="CartPole-NoVel-v1",
+        num_envs=4,
+        num_steps=8,
+        update_epochs=2,
+        num_minibatches=2,
+        total_timesteps=64,
+        hidden=(16,),
+        memory="gru",
+        memory_size=8,
+    ),
 }
+
+
+def _learner(name: str) -> str:
+    """The registered learner a pinned config runs (``ppo_gru`` → ``ppo``)."""
+    return name.split("_")[0]
 
 
 def _isa() -> str:
@@ -107,7 +142,7 @@ def _digest(algo: str) -> dict:
 
     from ondevice_rl.train import get_algorithm
 
-    record = get_algorithm(algo)
+    record = get_algorithm(_learner(algo))
     config = record.config(**CONFIGS[algo])
     out = jax.jit(record.make_train(config))(jax.random.PRNGKey(7), config.hyperparams)
     metrics = {
