@@ -3,6 +3,7 @@
 import importlib.util
 from functools import partial
 
+from ondevice_rl.env.wrappers import MaskObservation
 from ondevice_rl.envs.acrobot import Acrobot
 from ondevice_rl.envs.brax_adapter import BraxAdapter
 from ondevice_rl.envs.cartpole import CartPole
@@ -28,7 +29,6 @@ from ondevice_rl.envs.registry import (
     register_unavailable,
 )
 from ondevice_rl.envs.suites import register_suites
-from ondevice_rl.wrappers import MaskObservation
 
 register("CartPole-v1", CartPole)
 register("Acrobot-v1", Acrobot)

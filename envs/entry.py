@@ -27,9 +27,9 @@ import importlib
 import re
 from typing import Any, NamedTuple
 
+from ondevice_rl.env.types import Environment
+from ondevice_rl.env.wrappers import Wrapper
 from ondevice_rl.envs.gymnax_adapter import GymnaxAdapter, is_gymnax_style
-from ondevice_rl.types import Environment
-from ondevice_rl.wrappers import Wrapper
 
 ENTRY_POINT_GROUP = "ondevice_rl.envs"
 _DOTTED = r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*"

@@ -3,7 +3,7 @@
 Each sets the unwrapped gymnasium env to a port's state (in gymnasium's own
 dtype for that env) and its ``TimeLimit`` to the port's step count, and
 returns gymnasium's observation of that state: pass one as ``sync_state``
-to ``ondevice_rl.testing.check_conformance``. Imports no port.
+to ``ondevice_rl.checks.conformance.check_conformance``. Imports no port.
 """
 
 from collections.abc import Callable

@@ -26,8 +26,8 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from ondevice_rl.spaces import Box, Discrete
-from ondevice_rl.types import Environment, TimeStep
+from ondevice_rl.env.spaces import Box, Discrete
+from ondevice_rl.env.types import Environment, TimeStep
 
 
 class GymnaxParams(NamedTuple):

@@ -38,9 +38,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ondevice_rl.env.masks import ACTION_MASK
+from ondevice_rl.env.spaces import Box, Discrete
 from ondevice_rl.envs.suite_adapter import NO_LIMIT, SuiteAdapter, import_suite
-from ondevice_rl.masks import ACTION_MASK
-from ondevice_rl.spaces import Box, Discrete
 
 #: Jumanji 1.1's single-agent environments with discrete actions → the time
 #: limit of those that have none of their own (None: Jumanji's

@@ -21,10 +21,10 @@ clock to find the target).
 import jax
 import jax.numpy as jnp
 
+from ondevice_rl.env.masks import ACTION_MASK
+from ondevice_rl.env.spaces import Box
+from ondevice_rl.env.wrappers import ObservationView
 from ondevice_rl.envs.jumanji_adapter import JumanjiAdapter
-from ondevice_rl.masks import ACTION_MASK
-from ondevice_rl.spaces import Box
-from ondevice_rl.wrappers import ObservationView
 
 
 class MazeEgocentric(ObservationView):

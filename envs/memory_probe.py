@@ -14,8 +14,8 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from ondevice_rl.spaces import Box, Discrete
-from ondevice_rl.types import Environment
+from ondevice_rl.env.spaces import Box, Discrete
+from ondevice_rl.env.types import Environment
 
 
 class MemoryParams(NamedTuple):

@@ -6,9 +6,9 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
+from ondevice_rl.env.spaces import Box
 from ondevice_rl.envs.mountain_car import MountainCar, drive
 from ondevice_rl.ranges import NON_NEGATIVE, POSITIVE
-from ondevice_rl.spaces import Box
 
 
 class MountainCarContinuousParams(NamedTuple):

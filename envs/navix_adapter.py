@@ -40,13 +40,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ondevice_rl.env.spaces import Box, Discrete
 from ondevice_rl.envs.suite_adapter import (
     NO_LIMIT,
     SuiteAdapter,
     import_suite,
     without_observation,
 )
-from ondevice_rl.spaces import Box, Discrete
 
 #: Navix's registered environments (``navix.registry()`` in navix 0.7; a
 #: test checks the two agree), listed so that the registry imports nothing.

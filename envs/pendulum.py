@@ -5,9 +5,9 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
+from ondevice_rl.env.spaces import Box
+from ondevice_rl.env.types import Environment
 from ondevice_rl.ranges import NON_NEGATIVE, POSITIVE
-from ondevice_rl.spaces import Box
-from ondevice_rl.types import Environment
 
 _PI = 3.141592653589793
 

@@ -26,14 +26,14 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
+from ondevice_rl.env.masks import ACTION_MASK
+from ondevice_rl.env.spaces import Box, Discrete
+from ondevice_rl.env.types import TimeStep
 from ondevice_rl.envs.suite_adapter import (
     SuiteAdapter,
     import_suite,
     without_observation,
 )
-from ondevice_rl.masks import ACTION_MASK
-from ondevice_rl.spaces import Box, Discrete
-from ondevice_rl.types import TimeStep
 
 #: pgx 2.6's single-player games → our default time limit.
 PGX_IDS = {

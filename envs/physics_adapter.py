@@ -13,9 +13,9 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
+from ondevice_rl.env.spaces import Box
+from ondevice_rl.env.types import Environment, TimeStep
 from ondevice_rl.envs.gymnax_adapter import narrow_64_bit
-from ondevice_rl.spaces import Box
-from ondevice_rl.types import Environment, TimeStep
 
 
 class PhysicsParams(NamedTuple):

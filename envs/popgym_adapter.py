@@ -35,9 +35,9 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
+from ondevice_rl.env.spaces import Box, Discrete
 from ondevice_rl.envs.gymnax_adapter import narrow_64_bit
 from ondevice_rl.envs.suite_adapter import SuiteAdapter, import_suite
-from ondevice_rl.spaces import Box, Discrete
 
 HOW_TO_INSTALL = (
     "pip install 'ondevice_rl[popgym]' && pip install --no-deps popgym-arcade==0.0.7"

@@ -30,9 +30,9 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from ondevice_rl.masks import ACTION_MASK
-from ondevice_rl.spaces import Box, Discrete
-from ondevice_rl.types import Environment
+from ondevice_rl.env.masks import ACTION_MASK
+from ondevice_rl.env.spaces import Box, Discrete
+from ondevice_rl.env.types import Environment
 
 #: Time limit of the probes that end on their own; never reached.
 LONG_EPISODE = 1_000_000

@@ -14,6 +14,7 @@ import warnings
 from collections.abc import Callable
 from typing import Any
 
+from ondevice_rl.env.types import Environment
 from ondevice_rl.envs.entry import (
     EnvEntryError,
     Plugin,
@@ -21,7 +22,6 @@ from ondevice_rl.envs.entry import (
     make_from_entry,
     plugins,
 )
-from ondevice_rl.types import Environment
 
 _REGISTRY: dict[str, Callable[..., Environment]] = {}
 _UNAVAILABLE: dict[str, str] = {}  # name or "prefix/" -> one-line reason

@@ -27,8 +27,8 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
+from ondevice_rl.env.types import Environment, TimeStep
 from ondevice_rl.envs.gymnax_adapter import narrow_64_bit
-from ondevice_rl.types import Environment, TimeStep
 
 #: A suite's own time limit, disabled (step counts never reach it).
 NO_LIMIT = 2**31 - 1

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from functools import partial
 from typing import NamedTuple
 
+from ondevice_rl.env.types import Environment
 from ondevice_rl.envs.craftax_adapter import CRAFTAX_IDS, CraftaxAdapter
 from ondevice_rl.envs.jumanji_adapter import (
     JUMANJI_IDS,
@@ -31,7 +32,6 @@ from ondevice_rl.envs.xminigrid_adapter import (
     XLAND_IDS,
     XMiniGridAdapter,
 )
-from ondevice_rl.types import Environment
 
 
 class Suite(NamedTuple):

@@ -36,13 +36,13 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
+from ondevice_rl.env.spaces import Box, Discrete
 from ondevice_rl.envs.suite_adapter import (
     SuiteAdapter,
     TimeLimit,
     import_suite,
     without_observation,
 )
-from ondevice_rl.spaces import Box, Discrete
 
 #: xminigrid 0.9's environments (``xminigrid.registered_environments()``; a
 #: test checks the two agree), listed so that the registry imports nothing.

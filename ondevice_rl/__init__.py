@@ -12,19 +12,19 @@ come from ``ondevice_rl.train``, imported on first use only: the core never
 imports ``ondevice_rl.train``.
 """
 
-from ondevice_rl._xla import ensure_cpu_scheduler_flag, use_cpu_cores
+from ondevice_rl.cpu.flags import ensure_cpu_scheduler_flag, use_cpu_cores
 
 ensure_cpu_scheduler_flag()
 
-from ondevice_rl._prng import use_straight_line_threefry_on_cpu  # noqa: E402
+from ondevice_rl.cpu.threefry import use_straight_line_threefry_on_cpu  # noqa: E402
 
 STRAIGHT_LINE_THREEFRY = use_straight_line_threefry_on_cpu()
 
 from ondevice_rl import envs  # noqa: E402  (envs builds on the core above)
+from ondevice_rl.env.spaces import Box, Discrete  # noqa: E402
+from ondevice_rl.env.types import Environment, TimeStep  # noqa: E402
+from ondevice_rl.env.wrappers import AutoReset, EpisodeStats, Wrapper  # noqa: E402
 from ondevice_rl.envs import make  # noqa: E402
-from ondevice_rl.spaces import Box, Discrete  # noqa: E402
-from ondevice_rl.types import Environment, TimeStep  # noqa: E402
-from ondevice_rl.wrappers import AutoReset, EpisodeStats, Wrapper  # noqa: E402
 
 __all__ = [
     "AutoReset",

@@ -16,8 +16,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ondevice_rl.devices.sharding import all_masked_mean, all_mean
 from ondevice_rl.rollout import EpisodeInfo
-from ondevice_rl.sharding import all_masked_mean, all_mean
 
 EPISODE_METRICS = ("episode_return", "episode_length", "episodes")
 #: Means over finished episodes: a row weighs each update by its ``episodes``.

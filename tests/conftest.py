@@ -1,7 +1,7 @@
 """Test setup: force the CPU backend, with one device, before JAX starts.
 
 ``ondevice_rl`` is imported before ``jax`` so that it can set ``XLA_FLAGS``
-(the CPU scheduler flag, see ``ondevice_rl/_xla.py``) first. The device count
+(the CPU scheduler flag, see ``ondevice_rl/cpu/flags.py``) first. The device count
 is pinned to 1 so that a CLI run in-process (which asks for one CPU device per
 core, ``use_cpu_cores``) cannot change it for the tests after it, whatever
 the order; multi-device tests run in subprocesses with their own flags.

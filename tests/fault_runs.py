@@ -15,7 +15,7 @@ from pathlib import Path
 import jax
 import numpy as np
 
-from ondevice_rl.checkpoint import Checkpoints
+from ondevice_rl.files.checkpoint import Checkpoints
 from ondevice_rl.train import get_algorithm
 from ondevice_rl.train.run.artifacts import read_metrics
 from ondevice_rl.train.run.runner import train_from_config

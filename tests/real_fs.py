@@ -2,7 +2,7 @@
 
 ``python tests/real_fs.py FUNCTION CALLS ACTION TARGET [LEFT] -- ARGS...``
 runs ``ondevice-rl ARGS`` and, when ``FUNCTION`` (``module:attr``, e.g.
-``ondevice_rl.checkpoint:Checkpoints.save``) has returned ``CALLS`` times,
+``ondevice_rl.files.checkpoint:Checkpoints.save``) has returned ``CALLS`` times,
 does ``ACTION`` to ``TARGET``:
 
 * ``fill``: writes a file into ``TARGET`` (a tmpfs) until ``LEFT`` bytes

@@ -26,7 +26,7 @@ import sys
 import numpy as np
 
 import ondevice_rl  # noqa: F401  (XLA CPU flags before JAX starts)
-from ondevice_rl import distributed
+from ondevice_rl.devices import distributed
 
 FAST = {"xla_backend_optimization_level": 0}
 TINY = dict(
@@ -66,7 +66,7 @@ def population(save, tag, mesh=None):
 def _save_train(save, tag, out):
     import jax
 
-    from ondevice_rl.sharding import to_host
+    from ondevice_rl.devices.sharding import to_host
 
     for name, values in to_host(out.metrics).items():
         save[f"{tag}/{name}"] = values
@@ -113,7 +113,7 @@ def gradient_average(save, mesh):
     from jax.flatten_util import ravel_pytree
     from jax.sharding import PartitionSpec as P
 
-    from ondevice_rl.networks import ActorCritic
+    from ondevice_rl.nn.networks import ActorCritic
     from ondevice_rl.returns import gae
     from ondevice_rl.rollout import Transition
     from ondevice_rl.train.kit.schedules import learning_rate_fn
@@ -243,7 +243,7 @@ def main(argv: list[str]) -> int:
         )
     import jax
 
-    from ondevice_rl.sharding import DATA_AXIS, make_mesh
+    from ondevice_rl.devices.sharding import DATA_AXIS, make_mesh
 
     save = {
         "device_count": np.int64(jax.device_count()),

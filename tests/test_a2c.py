@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from ondevice_rl.metrics import EPISODE_METRICS, final_return
-from ondevice_rl.networks import ActorCritic
+from ondevice_rl.nn.networks import ActorCritic
 from ondevice_rl.train import a2c
 
 #: Every metric the learner reports per update.

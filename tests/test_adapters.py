@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 
 from ondevice_rl import envs
+from ondevice_rl.env.spaces import Box
+from ondevice_rl.env.wrappers import AutoReset, EpisodeStats
 from ondevice_rl.envs.cartpole import CartPoleState
 from ondevice_rl.rollout import batch_reset
-from ondevice_rl.spaces import Box
-from ondevice_rl.wrappers import AutoReset, EpisodeStats
 
 
 def _random_states(key, n):

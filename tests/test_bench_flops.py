@@ -5,7 +5,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ondevice_rl.layers import dense_matmul
+from ondevice_rl.cpu.layers import dense_matmul
 from ondevice_rl.train.bench.flops import FlopCount, matmul_flops, matmul_peak
 
 X, W = jnp.ones((3, 4)), jnp.ones((4, 5))

@@ -1,4 +1,4 @@
-"""ondevice_rl.checkpoint: save/restore round trips, typed PRNG keys included."""
+"""ondevice_rl.files.checkpoint: save/restore round trips, typed PRNG keys included."""
 
 from typing import NamedTuple
 
@@ -6,7 +6,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ondevice_rl import checkpoint
+from ondevice_rl.files import checkpoint
 
 
 class State(NamedTuple):

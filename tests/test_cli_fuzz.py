@@ -77,7 +77,7 @@ SEAMS = (
     ("ondevice_rl.train.bench.host", "run_host_bench"),
     ("ondevice_rl.train.bench.gpu_suite", "run_gpu_suite"),
     ("ondevice_rl.train.bench.launches", "run_launches"),
-    ("ondevice_rl.env_checks", "check_env"),
+    ("ondevice_rl.checks.check_env", "check_env"),
     ("ondevice_rl.train.sweep.seed_sets", "measure"),
     ("jax.distributed", "initialize"),  # sweep's multi-host start
 )
@@ -805,7 +805,7 @@ def sweep_rules(args: list[Arg]) -> list[Arg]:
 
 
 def _multi_host_valid(coordinator, processes, process) -> bool:
-    """Whether ``ondevice_rl.distributed`` takes these (None: not given)."""
+    """Whether ``ondevice_rl.devices.distributed`` takes these (None: not given)."""
     coordinator = coordinator or None
     if coordinator is None and processes is None and process is None:
         return True  # one process

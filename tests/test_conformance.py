@@ -7,14 +7,14 @@ import numpy as np
 import pytest
 
 from ondevice_rl import make
-from ondevice_rl.envs.gymnasium_sync import SYNC_FUNCTIONS
-from ondevice_rl.testing import (
+from ondevice_rl.checks.conformance import (
     ConformanceReport,
     Mismatch,
     check_against_gymnasium,
     check_conformance,
     start_near_time_limit,
 )
+from ondevice_rl.envs.gymnasium_sync import SYNC_FUNCTIONS
 
 PI = np.pi
 

@@ -324,7 +324,7 @@ def test_registered():
 
 
 def test_state_with_buffer_checkpoints(tmp_path):
-    from ondevice_rl import checkpoint
+    from ondevice_rl.files import checkpoint
 
     config = dqn.DQNConfig(buffer_size=1_000)  # CartPole: obs [4], 10 envs
     state = dqn.make_trainer(config).init(jax.random.PRNGKey(0), config.hyperparams)

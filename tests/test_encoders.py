@@ -1,4 +1,4 @@
-"""Observations that are not one small float array (ondevice_rl/encoders.py):
+"""Observations that are not one small float array (ondevice_rl/nn/encoders.py):
 pytrees of leaves, pixels through a strided torso, categorical grids
 embedded; integer leaves stored in their own dtypes and cast at the
 network; normalisation of float leaves only; check-env on categorical
@@ -11,21 +11,21 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from ondevice_rl.encoders import (
+from ondevice_rl.checks.static import static_checks
+from ondevice_rl.env.masks import ACTION_MASK
+from ondevice_rl.env.spaces import Box, Discrete
+from ondevice_rl.env.types import Environment
+from ondevice_rl.envs.probes import ProbeBox
+from ondevice_rl.nn.encoders import (
     PIXEL_SIDE,
     LeafEncoding,
     ObsEncoder,
     ObsLayout,
     observation_encoding,
 )
-from ondevice_rl.env_static import static_checks
-from ondevice_rl.envs.probes import ProbeBox
-from ondevice_rl.masks import ACTION_MASK
-from ondevice_rl.networks import MLP
+from ondevice_rl.nn.networks import MLP
 from ondevice_rl.normalize import LeafStats, RunningStats
-from ondevice_rl.spaces import Box, Discrete
 from ondevice_rl.train import get_algorithm
-from ondevice_rl.types import Environment
 
 KEY = jax.random.key(0)
 GRID = Box(0, np.array([3, 2]), (5, 5, 2), jnp.uint8, categorical=True)

@@ -12,12 +12,12 @@ import numpy as np
 import pytest
 
 from ondevice_rl import envs
-from ondevice_rl.check_report import EnvCheckError
-from ondevice_rl.env_checks import check_env
-from ondevice_rl.env_static import require_static, static_checks
+from ondevice_rl.checks.check_env import check_env
+from ondevice_rl.checks.report import EnvCheckError
+from ondevice_rl.checks.static import require_static, static_checks
+from ondevice_rl.env.spaces import Box, Discrete
+from ondevice_rl.env.types import TimeStep
 from ondevice_rl.envs.cartpole import CartPole
-from ondevice_rl.spaces import Box, Discrete
-from ondevice_rl.types import TimeStep
 
 #: Small rollouts: the checks' logic, not the envs' statistics.
 SMALL = dict(num_envs=4, num_steps=24, random_sets=1, eager_steps=2)

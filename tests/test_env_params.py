@@ -4,9 +4,9 @@ in an adapter's), applied by ``replace_params``, and read from a recipe's
 
 import pytest
 
+from ondevice_rl.env.types import replace_params
 from ondevice_rl.envs import make
 from ondevice_rl.train.recipes.loader import load_recipe, recipe_env_params
-from ondevice_rl.types import replace_params
 
 
 def test_an_adapters_nested_suite_params_are_overridable():

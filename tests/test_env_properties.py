@@ -1,5 +1,5 @@
 """Properties of every registered environment (hypothesis): for random keys
-and in-range params, the checks of ``ondevice_rl.env_checks`` on one
+and in-range params, the checks of ``ondevice_rl.checks.check_env`` on one
 compiled ``jit(vmap)`` rollout — observations finite, rewards finite,
 ``step`` never resets, truncation exactly at ``max_steps`` — and the static
 checks (declared shapes and dtypes) once per environment. New params never
@@ -13,9 +13,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ondevice_rl import envs
-from ondevice_rl.env_params import scaled_params
-from ondevice_rl.env_rollouts import Rollouts, rollout_checks
-from ondevice_rl.env_static import static_checks
+from ondevice_rl.checks.params import scaled_params
+from ondevice_rl.checks.rollouts import Rollouts, rollout_checks
+from ondevice_rl.checks.static import static_checks
 
 STEPS, BATCH = 24, 4
 

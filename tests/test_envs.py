@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 
 from ondevice_rl import envs, make
+from ondevice_rl.checks.reference import compare_spaces, reset_distribution
+from ondevice_rl.env.spaces import Discrete
 from ondevice_rl.envs.cartpole import CartPole, CartPoleState
-from ondevice_rl.reference_checks import compare_spaces, reset_distribution
-from ondevice_rl.spaces import Discrete
 
 GYM_IDS = [
     "Acrobot-v1",

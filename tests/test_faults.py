@@ -32,8 +32,8 @@ from fault_runs import one_line_error as _one_line_error
 from fault_runs import spawn as _spawn
 from fault_runs import train_tiny as _train
 
-from ondevice_rl import checksums
-from ondevice_rl.checkpoint import Checkpoints
+from ondevice_rl.files import checksums
+from ondevice_rl.files.checkpoint import Checkpoints
 from ondevice_rl.train.cli import main
 from ondevice_rl.train.run.artifacts import RunDirError, read_metrics, truncate_metrics
 from ondevice_rl.train.run.lock import DirInUse, DirLock

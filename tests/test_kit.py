@@ -9,7 +9,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from ondevice_rl.networks import QNetwork
+from ondevice_rl.nn.networks import QNetwork
 from ondevice_rl.train import algorithms, get_algorithm
 from ondevice_rl.train.kit.agent import Agent, build_agent
 from ondevice_rl.train.kit.config import field_help

@@ -1,4 +1,4 @@
-"""Action masks (ondevice_rl/masks.py): honoured wherever a discrete action is
+"""Action masks (ondevice_rl/env/masks.py): honoured wherever a discrete action is
 chosen or valued — masked logits (PPO, A2C) in acting and in the loss, masked
 argmax and ε-greedy (DQN, PQN), the bootstrap's max over the next state's
 legal actions, and eval, load_policy and the policy surface. Probe-Mask-v0:
@@ -11,10 +11,11 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from ondevice_rl.env.masks import ACTION_MASK, MASKED, mask_output, split_action_mask
+from ondevice_rl.env.wrappers import Wrapper
 from ondevice_rl.envs.probes import ProbeMask
 from ondevice_rl.evaluation import evaluate
-from ondevice_rl.masks import ACTION_MASK, MASKED, mask_output, split_action_mask
-from ondevice_rl.networks import PolicyOutput, entropy, log_prob, sample_action
+from ondevice_rl.nn.networks import PolicyOutput, entropy, log_prob, sample_action
 from ondevice_rl.rollout import Transition
 from ondevice_rl.train import get_algorithm
 from ondevice_rl.train.dqn.loss import bootstrap_values, td_targets
@@ -23,7 +24,6 @@ from ondevice_rl.train.kit.env_setup import make_env
 from ondevice_rl.train.kit.state import policy_params
 from ondevice_rl.train.use.loading import LoadedRun
 from ondevice_rl.train.use.policy import Policy
-from ondevice_rl.wrappers import Wrapper
 
 KEY = jax.random.key(0)
 GAMMA = 0.9

@@ -89,7 +89,7 @@ def test_gru_is_flax_gru_cell():
     bit for bit) and computes its step: checkpoints and init are unchanged."""
     import flax.linen as nn
 
-    from ondevice_rl.recurrent import GRU
+    from ondevice_rl.nn.recurrent import GRU
 
     init = nn.initializers.orthogonal()
     ours, flax_cell = GRU(16, init), nn.GRUCell(16, recurrent_kernel_init=init)

@@ -4,6 +4,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from ondevice_rl.env.wrappers import EpisodeStatsState
 from ondevice_rl.metrics import (
     EpisodeTracker,
     episode_metrics,
@@ -11,7 +12,6 @@ from ondevice_rl.metrics import (
     masked_mean,
 )
 from ondevice_rl.rollout import EpisodeInfo
-from ondevice_rl.wrappers import EpisodeStatsState
 
 
 def _running(returns, lengths):

@@ -60,7 +60,7 @@ def test_spaces_time_limit_and_resets_for_the_ended_episodes_only(cartpole):
     """Our time limit; no reset inside Playground's step; and, since its
     resets run physics (CheetahRun's settles for 200 steps), ``AutoReset``
     resets only the envs whose episode ended, each from its own key."""
-    from ondevice_rl.wrappers import AutoReset
+    from ondevice_rl.env.wrappers import AutoReset
 
     env, params = cartpole
     assert int(params.max_steps) == 1000  # Playground's episode_length

@@ -13,8 +13,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from ondevice_rl.layers import dense_matmul
-from ondevice_rl.networks import ActorCritic, QNetwork
+from ondevice_rl.cpu.layers import dense_matmul
+from ondevice_rl.nn.networks import ActorCritic, QNetwork
 
 
 def _kernels(params):
@@ -63,7 +63,7 @@ def test_other_ranks_are_flattened():
 
 def test_vmapped_conv_init_runs_one_qr_per_member():
     # A batched LAPACK QR under vmap is what deadlocked XLA:CPU (see
-    # ondevice_rl.layers.sequential_under_vmap): conv kernels must not use one.
+    # ondevice_rl.cpu.layers.sequential_under_vmap): conv kernels must not use one.
     net = QNetwork(3, obs_ndim=3)
     keys = jax.random.split(jax.random.PRNGKey(0), 3)
     init = jax.vmap(lambda k: net.init(k, jnp.zeros((10, 10, 4))))
@@ -96,7 +96,7 @@ def test_minatar_policies_have_conv_kernels(algo):
 def test_conv3x3_equals_flax_conv():
     import flax.linen as nn
 
-    from ondevice_rl.layers import Conv3x3
+    from ondevice_rl.cpu.layers import Conv3x3
 
     x = jax.random.normal(jax.random.key(1), (5, 10, 10, 4))
     layer = Conv3x3(16)
@@ -108,7 +108,7 @@ def test_conv3x3_equals_flax_conv():
 def test_conv3x3_gradients_under_vmap_and_scan_equal_flax_conv():
     import flax.linen as nn
 
-    from ondevice_rl.layers import Conv3x3
+    from ondevice_rl.cpu.layers import Conv3x3
 
     frames = jax.random.normal(jax.random.key(3), (3, 2, 5, 10, 10, 4))  # [P, T, B]
     params = Conv3x3(8).init(jax.random.key(0), frames[0, 0])
@@ -320,7 +320,7 @@ def test_conv_torso_and_batched_init_are_chosen_per_platform(platform):
 
 
 def test_native_conv_equals_im2col_with_gradients_under_vmap():
-    from ondevice_rl.layers import _conv3x3_im2col, _conv3x3_native
+    from ondevice_rl.cpu.layers import _conv3x3_im2col, _conv3x3_native
 
     keys = jax.random.split(jax.random.key(2), 2)
     x = jax.random.normal(keys[0], (3, 2, 10, 10, 4))  # [P, B, H, W, C]

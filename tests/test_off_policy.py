@@ -15,12 +15,12 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from ondevice_rl.continuous_control import BoxScale, TwinCritic, squashed_sample
+from ondevice_rl.env.spaces import Box
 from ondevice_rl.evaluation import evaluate
 from ondevice_rl.metrics import EPISODE_METRICS
+from ondevice_rl.nn.continuous_control import BoxScale, TwinCritic, squashed_sample
 from ondevice_rl.normalize import normalize_obs
 from ondevice_rl.rollout import EpisodeInfo, Transition
-from ondevice_rl.spaces import Box
 from ondevice_rl.train import get_algorithm, sac, td3
 from ondevice_rl.train.kit.off_policy import (
     Model,

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from ondevice_rl.metrics import EPISODE_METRICS, final_return
-from ondevice_rl.networks import ActorCritic
+from ondevice_rl.nn.networks import ActorCritic
 from ondevice_rl.train import ppo
 from ondevice_rl.train.recipes.loader import load_recipe
 

@@ -26,10 +26,10 @@ import real_fs
 from fault_runs import TRAIN, assert_same_as, spawn
 from real_fs import MountRefused, tmpfs
 
-from ondevice_rl.checkpoint import Checkpoints
+from ondevice_rl.files.checkpoint import Checkpoints
 from ondevice_rl.train.run.runner import resume_training
 
-SAVE = "ondevice_rl.checkpoint:Checkpoints.save"
+SAVE = "ondevice_rl.files.checkpoint:Checkpoints.save"
 INJECTED = "test_a_failed_write_stops_in_one_line_and_a_resume_ends_equal"
 
 

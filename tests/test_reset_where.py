@@ -9,8 +9,8 @@ import pytest
 from suite_flags import PRODUCT_EMITTERS
 
 from ondevice_rl import AutoReset, EpisodeStats, make
+from ondevice_rl.env.reset_where import chunk_size
 from ondevice_rl.envs.cartpole import CartPole
-from ondevice_rl.reset_where import chunk_size
 
 B, T = 16, 60
 

@@ -12,7 +12,7 @@ import jax
 import numpy as np
 import pytest
 
-from ondevice_rl.checkpoint import Checkpoints
+from ondevice_rl.files.checkpoint import Checkpoints
 from ondevice_rl.train import get_algorithm
 from ondevice_rl.train.kit.registry import trainer_for
 from ondevice_rl.train.run.artifacts import RunDirError, read_metrics

@@ -5,8 +5,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from ondevice_rl import make
+from ondevice_rl.env.wrappers import AutoReset, EpisodeStats
 from ondevice_rl.rollout import batch_reset, rollout
-from ondevice_rl.wrappers import AutoReset, EpisodeStats
 
 
 def _env(name="Probe-Truncation-v0"):

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from suite_flags import PRODUCT_EMITTERS, product_emitters
 
-from ondevice_rl import checkpoint
+from ondevice_rl.files import checkpoint
 from ondevice_rl.train.ppo import PPOConfig, make_train
 from ondevice_rl.train.run.artifacts import read_metrics
 from ondevice_rl.train.run.runner import train_from_config

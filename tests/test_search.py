@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 from kill_9 import kill_9_when
 
-from ondevice_rl.sharding import put_sharded
+from ondevice_rl.devices.sharding import put_sharded
 from ondevice_rl.train import cli
 from ondevice_rl.train.kit.registry import algorithms, get_algorithm
 from ondevice_rl.train.ppo import PPOConfig
@@ -159,7 +159,7 @@ def test_space_samples_and_explores_within_its_ranges():
 
 
 def test_row_copy_is_bit_for_bit_and_keeps_keys():
-    from ondevice_rl.sharding import make_mesh
+    from ondevice_rl.devices.sharding import make_mesh
     from ondevice_rl.train.sweep.row_copy import copy_rows
 
     floats = np.asarray([[1.0, 2.0], [-0.0, np.nan], [3.0, 4.0]], np.float32)
@@ -199,7 +199,7 @@ def test_requests_a_search_cannot_run_are_one_line():
         prepare(plan, SEARCH, Halving(min_rounds=4), round_updates=2)
     with pytest.raises(SweepSpecError, match="fraction"):
         PBT(fraction=0.7)
-    from ondevice_rl.sharding import make_mesh
+    from ondevice_rl.devices.sharding import make_mesh
 
     mesh = make_mesh()
     from ondevice_rl.train.services.memory import estimate_member_bytes

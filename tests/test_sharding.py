@@ -3,7 +3,7 @@
 The device count is fixed when a JAX backend starts, so each check runs
 ``tests/sharding_worker.py`` in a fresh process with
 ``--xla_force_host_platform_device_count`` (and the CPU scheduler flag that
-avoids jaxlib's deadlock, see ``ondevice_rl/_xla.py``). The multi-host check
+avoids jaxlib's deadlock, see ``ondevice_rl/cpu/flags.py``). The multi-host check
 starts two processes that meet on a loopback coordinator (gloo collectives).
 """
 
@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 from suite_flags import suite_compile_flags
 
-from ondevice_rl import distributed
+from ondevice_rl.devices import distributed
 
 WORKER = Path(__file__).with_name("sharding_worker.py")
 SCHEDULER_FLAG = "--xla_cpu_enable_concurrency_optimized_scheduler=false"

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from ondevice_rl import envs
-from ondevice_rl.wrappers import AutoReset
+from ondevice_rl.env.wrappers import AutoReset
 
 B, T = 16, 12  # envs × steps compared per suite
 

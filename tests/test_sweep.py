@@ -301,7 +301,7 @@ def test_result_table_ranking_curves_and_files(base, tmp_path):
 
 
 def test_memory_budget_is_positive():
-    from ondevice_rl.sharding import make_mesh
+    from ondevice_rl.devices.sharding import make_mesh
 
     assert memory_budget(make_mesh()) > 0
 

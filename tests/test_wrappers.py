@@ -7,8 +7,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from ondevice_rl import AutoReset, EpisodeStats, make
-from ondevice_rl.spaces import Box, Discrete
-from ondevice_rl.types import Environment
+from ondevice_rl.env.spaces import Box, Discrete
+from ondevice_rl.env.types import Environment
 
 
 class CounterParams(NamedTuple):

@@ -11,8 +11,8 @@ import textwrap
 import pytest
 from suite_flags import suite_compile_flags
 
-from ondevice_rl import _xla
-from ondevice_rl._xla import (
+from ondevice_rl.cpu import flags as _xla
+from ondevice_rl.cpu.flags import (
     ADDED_MARK,
     CONCURRENT_SCHEDULER,
     CPU_SCHEDULER_FLAG,
@@ -184,8 +184,8 @@ def test_vmapped_init_runs_one_unbatched_qr_per_member_with_flax_numbers():
     import jax
     import numpy as np
 
-    from ondevice_rl.layers import sequential_under_vmap
-    from ondevice_rl.networks import ActorCritic
+    from ondevice_rl.cpu.layers import sequential_under_vmap
+    from ondevice_rl.nn.networks import ActorCritic
 
     keys = jax.random.split(jax.random.PRNGKey(0), 6).reshape(2, 3, 2)
     flax_init = nn.initializers.orthogonal(1.0)
@@ -207,7 +207,7 @@ def test_vmapped_init_runs_one_unbatched_qr_per_member_with_flax_numbers():
 TWO_DEVICE_SCRIPT = """
     import jax, numpy as np
     import ondevice_rl
-    from ondevice_rl.sharding import (
+    from ondevice_rl.devices.sharding import (
         make_mesh, put_sharded, replicated_sharding, shard_leading,
     )
     from ondevice_rl.train import ppo

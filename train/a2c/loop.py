@@ -14,7 +14,7 @@ from typing import NamedTuple
 import jax
 import optax
 
-from ondevice_rl.networks import sample_action
+from ondevice_rl.nn.networks import sample_action
 from ondevice_rl.returns import gae, n_step_returns
 from ondevice_rl.rollout import Transition
 from ondevice_rl.train.a2c.config import A2CConfig, Hyperparams

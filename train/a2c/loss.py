@@ -5,7 +5,7 @@ from typing import Any, NamedTuple
 
 import jax
 
-from ondevice_rl.networks import PolicyOutput, entropy, log_prob
+from ondevice_rl.nn.networks import PolicyOutput, entropy, log_prob
 from ondevice_rl.train.a2c.config import Hyperparams
 
 

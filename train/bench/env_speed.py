@@ -26,9 +26,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from ondevice_rl import envs
-from ondevice_rl.spaces import Discrete
+from ondevice_rl.env.spaces import Discrete
+from ondevice_rl.env.wrappers import AutoReset, EpisodeStats
 from ondevice_rl.train.bench import suite_speed
-from ondevice_rl.wrappers import AutoReset, EpisodeStats
 
 DEFAULT_BATCHES = (1, 64, 1024, 4096, 16384)
 QUICK_BATCHES = (1, 1024)

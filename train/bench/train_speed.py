@@ -10,7 +10,7 @@ with the seeds split over
 ``jit(f).lower(keys, hp).compile()`` (tracing included, as the reference
 measures it), with the library's compile options (the record's
 ``compile_options``: on CPU the concurrency-optimised scheduler for eight
-or more seeds on a device with two or more cores, ``ondevice_rl._xla``); run
+or more seeds on a device with two or more cores, ``ondevice_rl.cpu.flags``); run
 time is one execution, blocked on. ``sps = S * U * N / run_s`` with ``N =
 config.steps_per_update`` env steps per update and ``U = timesteps // N``
 updates.
@@ -37,14 +37,14 @@ from typing import Any
 import jax
 import numpy as np
 
-from ondevice_rl._xla import scheduler_options
-from ondevice_rl.metrics import final_return
-from ondevice_rl.sharding import (
+from ondevice_rl.cpu.flags import scheduler_options
+from ondevice_rl.devices.sharding import (
     POP_AXIS,
     leading_axis_sharding,
     make_mesh,
     replicated_sharding,
 )
+from ondevice_rl.metrics import final_return
 from ondevice_rl.train.bench.flops import matmul_flops, matmul_peak
 from ondevice_rl.train.bench.transfers import TransferCounter, host_ops
 from ondevice_rl.train.kit.registry import DEFAULT, algorithm_of, get_algorithm

@@ -13,7 +13,7 @@ import argparse
 import dataclasses
 from pathlib import Path
 
-from ondevice_rl.distributed import (
+from ondevice_rl.devices.distributed import (
     AUTO,
     ENV_COORDINATOR,
     ENV_NUM_PROCESSES,
@@ -218,7 +218,7 @@ def add_cpu_devices_argument(parser: argparse.ArgumentParser, default=None) -> N
 
 def add_distributed_arguments(parser: argparse.ArgumentParser) -> None:
     """``--coordinator``, ``--num-processes``, ``--process-id`` (see
-    ``ondevice_rl.distributed.initialize_from_env``)."""
+    ``ondevice_rl.devices.distributed.initialize_from_env``)."""
     group = parser.add_argument_group(
         "several hosts",
         "JAX multi-controller runtime; or set the ONDEVICE_RL_* environment variables",

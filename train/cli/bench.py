@@ -14,7 +14,7 @@ import platform
 import sys
 from pathlib import Path
 
-from ondevice_rl._xla import use_cpu_cores
+from ondevice_rl.cpu.flags import use_cpu_cores
 from ondevice_rl.train.bench import env_speed, host, report, train_speed
 from ondevice_rl.train.bench.suite_speed import SUITE_BATCHES
 from ondevice_rl.train.bench.train_speed import BenchError

@@ -5,7 +5,7 @@ import argparse
 import json
 from pathlib import Path
 
-from ondevice_rl.precision import DEFAULT_MATMUL_PRECISION, MATMUL_PRECISIONS
+from ondevice_rl.nn.precision import DEFAULT_MATMUL_PRECISION, MATMUL_PRECISIONS
 from ondevice_rl.train.bench import env_speed, gpu_report, gpu_suite, train_speed
 from ondevice_rl.train.bench.train_speed import BenchError
 from ondevice_rl.train.cli.args import names_arg

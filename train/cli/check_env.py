@@ -2,7 +2,7 @@
 environment, with a report.
 
 NAME_OR_ENTRY is a registered name or ``package.module:factory``. The checks
-are ``ondevice_rl.env_checks.check_env``'s (those the project runs on its own
+are ``ondevice_rl.checks.check_env.check_env``'s (those the project runs on its own
 environments): one line each, pass or fail, then the steps/s of the compiled
 rollout. ``--reference`` adds the comparison with a gymnasium environment:
 a gymnasium id, or ``package.module:function`` returning one (wrapped as the
@@ -130,7 +130,7 @@ def _reference(args):
 
 def run(args) -> int:
     from ondevice_rl import envs
-    from ondevice_rl.env_checks import check_env
+    from ondevice_rl.checks.check_env import check_env
 
     try:
         if not 0 <= args.seed < 2**32:

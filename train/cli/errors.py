@@ -12,7 +12,7 @@ handlers (orbax logs through them), exceptions of background threads
 
 import sys
 
-from ondevice_rl import library_noise
+from ondevice_rl.files import library_noise
 from ondevice_rl.train.run.checks import Worded
 
 #: Exit statuses: a bad input or a damaged file; a write that failed.

@@ -22,7 +22,7 @@ def add_subcommands(subparsers, algo: str = DEFAULT) -> None:
 def _space(space) -> str:
     import numpy as np
 
-    from ondevice_rl.spaces import Box, Discrete
+    from ondevice_rl.env.spaces import Box, Discrete
 
     if isinstance(space, Discrete):
         return f"Discrete({space.n})"
@@ -40,7 +40,7 @@ def _observation(space) -> str:
 
     import numpy as np
 
-    from ondevice_rl.spaces import Discrete
+    from ondevice_rl.env.spaces import Discrete
 
     if isinstance(space, Mapping):
         mask = space.get("action_mask")

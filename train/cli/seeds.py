@@ -26,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ondevice_rl._xla import use_cpu_cores
+from ondevice_rl.cpu.flags import use_cpu_cores
 from ondevice_rl.train.cli.args import add_cpu_devices_argument, positive_int_arg
 from ondevice_rl.train.cli.errors import WRITE_FAILED, fail
 from ondevice_rl.train.kit.registry import algorithm_of

@@ -27,8 +27,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from ondevice_rl import distributed
-from ondevice_rl._xla import use_cpu_cores
+from ondevice_rl.cpu.flags import use_cpu_cores
+from ondevice_rl.devices import distributed
 from ondevice_rl.train.cli import sweep_search
 from ondevice_rl.train.cli.args import (
     add_algo_argument,

@@ -17,7 +17,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from ondevice_rl.masks import split_action_mask
+from ondevice_rl.env.masks import split_action_mask
 from ondevice_rl.replay import ReplayBuffer
 from ondevice_rl.rollout import rollout
 from ondevice_rl.train.dqn.config import DQNConfig, Hyperparams

@@ -8,7 +8,7 @@ carry starts afresh; None: none does);
 "none"``) the carry is ``()`` and both are the network applied as it is, so a
 feed-forward learner's program is unchanged.
 
-Observations with an action mask (``ondevice_rl.masks``): the agent takes
+Observations with an action mask (``ondevice_rl.env.masks``): the agent takes
 the mask out before the network and masks the output with it (illegal
 logits and action values ``MASKED``), in ``step`` and ``unroll`` alike, so
 acting, losses and bootstraps see the same legal actions.
@@ -20,8 +20,8 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from ondevice_rl.masks import mask_output, split_action_mask
-from ondevice_rl.recurrent import MemoryNet, initial_carry, unroll
+from ondevice_rl.env.masks import mask_output, split_action_mask
+from ondevice_rl.nn.recurrent import MemoryNet, initial_carry, unroll
 from ondevice_rl.train.kit.env_setup import EnvSetup, zero_observation
 from ondevice_rl.train.kit.state import build_network
 

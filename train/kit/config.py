@@ -16,8 +16,9 @@ from typing import Any, ClassVar, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from ondevice_rl.networks import ACTIVATIONS
-from ondevice_rl.precision import DEFAULT_MATMUL_PRECISION, MATMUL_PRECISIONS
+from ondevice_rl.nn.networks import ACTIVATIONS
+from ondevice_rl.nn.precision import DEFAULT_MATMUL_PRECISION, MATMUL_PRECISIONS
+from ondevice_rl.nn.recurrent import MEMORY_KINDS
 from ondevice_rl.ranges import (  # noqa: F401  (re-exported for the learners)
     MAX_INT,
     NON_NEGATIVE,
@@ -25,7 +26,6 @@ from ondevice_rl.ranges import (  # noqa: F401  (re-exported for the learners)
     UNIT,
     Range,
 )
-from ondevice_rl.recurrent import MEMORY_KINDS
 from ondevice_rl.train.kit.schedules import LR_SCHEDULES
 
 _TRACED = "traced_range"
@@ -106,7 +106,7 @@ class LearnerConfig:
     activation: str = "tanh"
     #: Learning rate over the run: "constant", "linear" (to 0) or "cosine".
     lr_schedule: str = "constant"
-    #: Precision of every matmul and convolution (``ondevice_rl.precision``):
+    #: Precision of every matmul and convolution (``ondevice_rl.nn.precision``):
     #: "highest" (float32 on every platform), "high" or "default" (TF32 on
     #: GPUs that have it, bfloat16 passes on TPU). Static: it changes the
     #: program; on CPU all three give the same one.
@@ -189,7 +189,7 @@ class OnPolicyConfig(LearnerConfig):
 
     num_steps: int = 128
     #: A recurrent core between the observation and the heads: "none", "gru"
-    #: or "lstm" of ``memory_size`` units (``ondevice_rl.recurrent``).
+    #: or "lstm" of ``memory_size`` units (``ondevice_rl.nn.recurrent``).
     memory: str = "none"
     memory_size: int = 128
     #: Standardise observations by running statistics kept in the train state

@@ -2,7 +2,7 @@
 
 Every algorithm builds its env the same way: ``envs.make(name)`` (a
 registered name or ``package.module:factory``), the protocol's static checks
-(``ondevice_rl.env_static``: a shape or dtype bug is one line here, not a
+(``ondevice_rl.checks.static``: a shape or dtype bug is one line here, not a
 traceback from inside the compiled program), then
 ``EpisodeStats(AutoReset(env))`` so episodes restart inside the compiled
 rollout and report their statistics.
@@ -15,12 +15,12 @@ import jax
 import jax.numpy as jnp
 
 from ondevice_rl import envs
-from ondevice_rl.encoders import observation_encoding
-from ondevice_rl.env_static import is_space, require_static
-from ondevice_rl.masks import has_action_mask
-from ondevice_rl.spaces import Box
-from ondevice_rl.types import Environment
-from ondevice_rl.wrappers import AutoReset, EpisodeStats
+from ondevice_rl.checks.static import is_space, require_static
+from ondevice_rl.env.masks import has_action_mask
+from ondevice_rl.env.spaces import Box
+from ondevice_rl.env.types import Environment
+from ondevice_rl.env.wrappers import AutoReset, EpisodeStats
+from ondevice_rl.nn.encoders import observation_encoding
 
 
 class EnvSetup(NamedTuple):
@@ -33,10 +33,10 @@ class EnvSetup(NamedTuple):
     #: The observation as stored: a pytree of ``jax.ShapeDtypeStruct``
     #: (unbatched, the space's dtypes, its action mask included).
     obs_spec: Any = None
-    #: The torso's description (``ondevice_rl.encoders``): the rank of one
+    #: The torso's description (``ondevice_rl.nn.encoders``): the rank of one
     #: small float array, or an ``ObsLayout``.
     obs_encoding: Any = 1
-    #: Whether observations carry an action mask (``ondevice_rl.masks``).
+    #: Whether observations carry an action mask (``ondevice_rl.env.masks``).
     action_mask: bool = False
 
     @property

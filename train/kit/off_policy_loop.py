@@ -11,7 +11,7 @@ TD3's target actor), its optimiser states and its gradient step.
   (raw observations) and the window of last finished episodes go in
   ``extra`` (``OffPolicyExtra``);
 * actions live in the unit box ``[-1, 1]^A``, stored as such, and are mapped
-  onto the env's Box (``ondevice_rl.continuous_control.BoxScale``) to act;
+  onto the env's Box (``ondevice_rl.nn.continuous_control.BoxScale``) to act;
 * each update: ``k`` vector steps (uniform actions before
   ``learning_starts``), stored; then, once learning has started, ``g``
   gradient steps on sampled ``[n_step, batch_size]`` sequences whose
@@ -30,7 +30,7 @@ import jax.numpy as jnp
 import optax
 from jax.flatten_util import ravel_pytree
 
-from ondevice_rl.continuous_control import BoxScale, TwinCritic
+from ondevice_rl.nn.continuous_control import BoxScale, TwinCritic
 from ondevice_rl.normalize import RunningStats, normalize_obs
 from ondevice_rl.normalize import update as update_stats
 from ondevice_rl.replay import ReplayBuffer

@@ -17,10 +17,10 @@ import jax
 import jax.numpy as jnp
 from jax.flatten_util import ravel_pytree
 
-from ondevice_rl.masks import split_action_mask
+from ondevice_rl.devices.sharding import all_mean
+from ondevice_rl.env.masks import split_action_mask
 from ondevice_rl.normalize import normalize_obs, normalize_rollout
 from ondevice_rl.rollout import Transition, rollout
-from ondevice_rl.sharding import all_mean
 from ondevice_rl.train.kit.agent import Agent, carry_at
 from ondevice_rl.train.kit.env_setup import EnvSetup
 from ondevice_rl.train.kit.minibatches import shuffled_minibatches

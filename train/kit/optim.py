@@ -12,7 +12,7 @@ import jax
 import optax
 from jax.flatten_util import ravel_pytree
 
-from ondevice_rl.sharding import all_mean
+from ondevice_rl.devices.sharding import all_mean
 
 
 def flat_apply(network: Any, params: Any) -> tuple[jax.Array, Callable, Callable]:

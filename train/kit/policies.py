@@ -5,7 +5,7 @@
 network's parameters and the obs statistics, applied to ``obs`` first) or the
 bare network parameters. Feed-forward policies pass ``carry`` through.
 ``mask`` ``[..., A]`` bool marks the legal discrete actions; an observation
-with an action mask (``ondevice_rl.masks``) is honoured as well, both masks
+with an action mask (``ondevice_rl.env.masks``) is honoured as well, both masks
 together when both are given.
 """
 
@@ -15,8 +15,8 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from ondevice_rl.masks import combine_masks, mask_output, split_action_mask
-from ondevice_rl.networks import sample_action
+from ondevice_rl.env.masks import combine_masks, mask_output, split_action_mask
+from ondevice_rl.nn.networks import sample_action
 from ondevice_rl.normalize import normalize_obs
 from ondevice_rl.train.kit.agent import Agent
 from ondevice_rl.train.kit.env_setup import EnvSetup

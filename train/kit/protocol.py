@@ -18,9 +18,9 @@ import dataclasses
 from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
-from ondevice_rl.precision import at_matmul_precision
+from ondevice_rl.cpu.scans import stacked_scan
+from ondevice_rl.nn.precision import at_matmul_precision
 from ondevice_rl.ranges import Range
-from ondevice_rl.scans import stacked_scan
 from ondevice_rl.train.kit.env_setup import EnvSetup
 
 
@@ -120,7 +120,7 @@ def feed_forward_trainer(
 
 def at_config_precision(trainer: Trainer) -> Trainer:
     """``trainer`` with ``init``, ``run``, ``policy`` and the host loop's
-    functions traced at ``config.matmul_precision`` (``ondevice_rl.precision``):
+    functions traced at ``config.matmul_precision`` (``ondevice_rl.nn.precision``):
     every matmul of the learner, gradients included, at that precision."""
     precision = trainer.config.matmul_precision
 

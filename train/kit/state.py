@@ -13,7 +13,7 @@ import jax.numpy as jnp
 from jax.flatten_util import ravel_pytree
 
 from ondevice_rl.metrics import EpisodeTracker, episode_metrics
-from ondevice_rl.networks import ActorCritic, QNetwork
+from ondevice_rl.nn.networks import ActorCritic, QNetwork
 from ondevice_rl.normalize import Normalizer, init_normalizer
 from ondevice_rl.rollout import RolloutState, batch_reset
 from ondevice_rl.train.kit.env_setup import EnvSetup
@@ -51,7 +51,7 @@ def policy_params(state: TrainState) -> PolicyParams:
 def build_network(setup: EnvSetup, config: Any, kind: str, **kwargs: Any) -> Any:
     """The learner's network for ``setup``'s spaces: ``kind`` "actor_critic"
     or "q"; an MLP torso for vector observations, a CNN for images, the
-    encoders of ``ondevice_rl.encoders`` for pytrees, pixels and grids."""
+    encoders of ``ondevice_rl.nn.encoders`` for pytrees, pixels and grids."""
     obs_ndim = setup.obs_encoding
     if kind == "actor_critic":
         return ActorCritic(

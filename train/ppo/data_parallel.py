@@ -13,7 +13,7 @@ This equals the single-device PPO of ``train.ppo.loop`` except that
 advantages are normalised per device minibatch rather than over the global
 minibatch (``ppo_loss`` normalises what it is given); with one device it *is*
 that program (same keys, same numbers). The same code spans hosts: with
-``ondevice_rl.distributed`` initialised, the mesh holds every process's
+``ondevice_rl.devices.distributed`` initialised, the mesh holds every process's
 devices.
 
 Device ``d``'s environment randomness comes from ``fold_in(key, d)`` (device 0
@@ -27,7 +27,7 @@ import jax.numpy as jnp
 from jax.sharding import Mesh
 from jax.sharding import PartitionSpec as P
 
-from ondevice_rl.sharding import (
+from ondevice_rl.devices.sharding import (
     DATA_AXIS,
     make_mesh,
     mesh_size,

@@ -13,7 +13,7 @@ from typing import NamedTuple
 import jax
 import optax
 
-from ondevice_rl.networks import log_prob, sample_action
+from ondevice_rl.nn.networks import log_prob, sample_action
 from ondevice_rl.returns import gae
 from ondevice_rl.rollout import Transition
 from ondevice_rl.train.kit.agent import build_agent

@@ -6,7 +6,7 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from ondevice_rl.networks import PolicyOutput, entropy, log_prob
+from ondevice_rl.nn.networks import PolicyOutput, entropy, log_prob
 from ondevice_rl.train.ppo.config import Hyperparams
 
 

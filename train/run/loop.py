@@ -23,7 +23,7 @@ from typing import Any, NamedTuple
 import jax
 import numpy as np
 
-from ondevice_rl.checkpoint import Checkpoints
+from ondevice_rl.files.checkpoint import Checkpoints
 from ondevice_rl.train.run import recovery
 from ondevice_rl.train.run.checks import CHECKPOINT_SECONDS, SEGMENT_SECONDS
 from ondevice_rl.train.run.plan import Segment, grain, plan_segments, shorter_length

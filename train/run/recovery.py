@@ -22,7 +22,7 @@ from typing import Any
 
 import jax
 
-from ondevice_rl.checkpoint import (
+from ondevice_rl.files.checkpoint import (
     CheckpointMismatch,
     Checkpoints,
     NoVerifiedCheckpoint,

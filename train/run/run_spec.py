@@ -15,6 +15,7 @@ from typing import Any, NamedTuple
 import jax
 import numpy as np
 
+from ondevice_rl.env.types import replace_params
 from ondevice_rl.train.kit.config import hyperparams_from
 from ondevice_rl.train.kit.registry import algorithm_of, get_algorithm, trainer_for
 from ondevice_rl.train.run import artifacts
@@ -27,7 +28,6 @@ from ondevice_rl.train.run.checks import (
     check_run_args,
     default_log_every,
 )
-from ondevice_rl.types import replace_params
 
 _MISSING = object()
 

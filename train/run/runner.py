@@ -40,7 +40,7 @@ import contextlib
 from pathlib import Path
 from typing import Any
 
-from ondevice_rl.checkpoint import Checkpoints
+from ondevice_rl.files.checkpoint import Checkpoints
 from ondevice_rl.train.kit.registry import algorithm_of
 from ondevice_rl.train.run import artifacts, recovery
 from ondevice_rl.train.run.checks import check_run_args

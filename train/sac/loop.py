@@ -13,7 +13,7 @@ from collections.abc import Callable
 import jax
 import jax.numpy as jnp
 
-from ondevice_rl.continuous_control import SquashedGaussianActor, squashed_sample
+from ondevice_rl.nn.continuous_control import SquashedGaussianActor, squashed_sample
 from ondevice_rl.train.kit.off_policy import Model, critic_loss, first_step
 from ondevice_rl.train.kit.off_policy_loop import OffPolicyLearner, off_policy_trainer
 from ondevice_rl.train.kit.optim import gradient_step

@@ -11,7 +11,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from ondevice_rl.continuous_control import squashed_sample
+from ondevice_rl.nn.continuous_control import squashed_sample
 from ondevice_rl.rollout import Transition
 from ondevice_rl.train.kit.off_policy import Model, Nets, n_step_targets
 

@@ -33,7 +33,7 @@ import jax
 import numpy as np
 from jax.sharding import Mesh
 
-from ondevice_rl.sharding import local_device_count, mesh_size, padded_size
+from ondevice_rl.devices.sharding import local_device_count, mesh_size, padded_size
 from ondevice_rl.train.kit.protocol import whole_run
 from ondevice_rl.train.kit.registry import trainer_for
 from ondevice_rl.train.services.program_bytes import peak_bytes

@@ -17,20 +17,20 @@ import jax
 import numpy as np
 from jax.sharding import Mesh
 
-from ondevice_rl._xla import compile_lowered
-from ondevice_rl.sharding import (
+from ondevice_rl.cpu.flags import compile_lowered
+from ondevice_rl.devices.sharding import (
     leading_axis_sharding,
     mesh_size,
     shard_leading,
     to_host,
 )
+from ondevice_rl.env.types import replace_params
 from ondevice_rl.train.kit.protocol import whole_run
 from ondevice_rl.train.kit.registry import algorithm_of, trainer_for
 from ondevice_rl.train.kit.state import PolicyParams, policy_params
 from ondevice_rl.train.run.segments import all_finite
 from ondevice_rl.train.services.programs import PROGRAMS, ProgramCache
 from ondevice_rl.train.sweep.space import Member
-from ondevice_rl.types import replace_params
 
 
 class PopulationInputs(NamedTuple):

@@ -15,8 +15,8 @@ from typing import Any
 import jax
 from jax.sharding import Mesh
 
-from ondevice_rl.distributed import min_bytes_over_processes
-from ondevice_rl.sharding import make_mesh, mesh_size, pad_leading, padded_size
+from ondevice_rl.devices.distributed import min_bytes_over_processes
+from ondevice_rl.devices.sharding import make_mesh, mesh_size, pad_leading, padded_size
 from ondevice_rl.train.kit.registry import trainer_for
 from ondevice_rl.train.services.interrupt import stop_at_boundary
 from ondevice_rl.train.services.memory import (
@@ -203,7 +203,7 @@ def run_sweep(
         memory_budget_bytes: bytes per device for a chunk; default
             ``memory_budget(mesh)``.
         mesh: 1-D device mesh for the member axis; default every device of
-            every process (``ondevice_rl.sharding.make_mesh``).
+            every process (``ondevice_rl.devices.sharding.make_mesh``).
         cache: compiled programs to reuse; default the process-wide cache.
         progress: show a rich progress bar (process 0 only).
         on_chunk: called after each chunk with the partial result.

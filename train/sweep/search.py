@@ -23,7 +23,7 @@ from typing import Any
 import jax
 import numpy as np
 
-from ondevice_rl.sharding import put_sharded, to_host
+from ondevice_rl.devices.sharding import put_sharded, to_host
 from ondevice_rl.train.kit.state import policy_params
 from ondevice_rl.train.services.interrupt import stop_at_boundary, wait_ready
 from ondevice_rl.train.services.progress import ProgressBar, to_stderr

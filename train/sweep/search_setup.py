@@ -19,9 +19,9 @@ import jax
 import numpy as np
 from jax.sharding import Mesh
 
-from ondevice_rl._xla import compile_lowered
-from ondevice_rl.distributed import min_bytes_over_processes
-from ondevice_rl.sharding import (
+from ondevice_rl.cpu.flags import compile_lowered
+from ondevice_rl.devices.distributed import min_bytes_over_processes
+from ondevice_rl.devices.sharding import (
     leading_axis_sharding,
     make_mesh,
     mesh_size,

@@ -6,7 +6,7 @@
   learning state, PRNG keys as their key data, hyperparameters, scores,
   curves so far, the strategy's bookkeeping), named by its tree path;
 * ``lineage.npz``: the ``RoundRecord`` of every round so far, ``[r, P]``;
-* ``checksums.json``: size and SHA-256 of both (``ondevice_rl.checksums``).
+* ``checksums.json``: size and SHA-256 of both (``ondevice_rl.files.checksums``).
 
 A round is written into ``round-<r>.tmp/`` and renamed once complete, so a
 kill leaves the previous rounds intact; the newest two are kept. On resume
@@ -22,7 +22,7 @@ from typing import Any
 import jax
 import numpy as np
 
-from ondevice_rl import checksums
+from ondevice_rl.files import checksums
 from ondevice_rl.train.run.artifacts import RunDirError
 from ondevice_rl.train.sweep.member_files import leaf_name, read_npz
 

@@ -27,10 +27,10 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from ondevice_rl import envs
-from ondevice_rl.networks import ACTIVATIONS
+from ondevice_rl.env.types import scalar_param_fields
+from ondevice_rl.nn.networks import ACTIVATIONS
 from ondevice_rl.train.kit.registry import algorithm_of, trainer_for
 from ondevice_rl.train.run.checks import SEED_BOUND, SEED_RANGE
-from ondevice_rl.types import scalar_param_fields
 
 #: Members a sweep may have: its plan lists them all, one by one.
 MAX_MEMBERS = 2**20

@@ -86,7 +86,11 @@ def load_run(
             a run, a damaged ``config.json``, a run without a checkpoint, or
             checkpoints none of which verifies or fits the stored config.
     """
-    from ondevice_rl.checkpoint import CheckpointMismatch, Checkpoints, describe_skipped
+    from ondevice_rl.files.checkpoint import (
+        CheckpointMismatch,
+        Checkpoints,
+        describe_skipped,
+    )
     from ondevice_rl.train.kit.registry import algorithm_of, trainer_for
     from ondevice_rl.train.run import artifacts
 

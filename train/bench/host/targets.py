@@ -19,10 +19,10 @@ import jax.numpy as jnp
 import numpy as np
 
 from ondevice_rl import envs
-from ondevice_rl.spaces import Box, Discrete
+from ondevice_rl.env.spaces import Box, Discrete
+from ondevice_rl.env.types import Environment
 from ondevice_rl.train.kit.registry import get_algorithm
 from ondevice_rl.train.recipes.loader import list_recipes, load_recipe
-from ondevice_rl.types import Environment
 
 #: Recipes named ``<prefix>_<algo>`` give the learner's settings on a port.
 RECIPE_PREFIX = {

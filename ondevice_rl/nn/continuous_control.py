@@ -1,5 +1,5 @@
 """Networks and the squashed Gaussian of off-policy continuous control (SAC,
-TD3), on the torso and dense layers of ``ondevice_rl.networks``.
+TD3), on the torso and dense layers of ``ondevice_rl.nn.networks``.
 
 Actors act in the unit box ``[-1, 1]^A``; ``BoxScale`` maps that box onto an
 environment's ``Box`` (``low + (u + 1)·(high − low)/2``), so critics, replay
@@ -23,8 +23,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ondevice_rl.networks import CONV_CHANNELS, MLP, torso
-from ondevice_rl.spaces import Box
+from ondevice_rl.env.spaces import Box
+from ondevice_rl.nn.networks import CONV_CHANNELS, MLP, torso
 
 #: Bounds of the Gaussian's log standard deviation (rejax's SAC bounds).
 LOG_STD_RANGE = (-10.0, 2.0)

@@ -6,7 +6,7 @@ action mask) once and returns what the networks' torso needs:
 
 * the rank of the observation (an ``int``) for one float32, non-categorical
   ``Box`` that is a vector, a small image (MinAtar's ``[10, 10, C]``) or
-  another rank: today's torso (``ondevice_rl.networks.torso``), unchanged;
+  another rank: today's torso (``ondevice_rl.nn.networks.torso``), unchanged;
 * an ``ObsLayout`` otherwise, whose ``ObsEncoder`` encodes each leaf by its
   kind and concatenates the features:
 
@@ -37,8 +37,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ondevice_rl.masks import split_action_mask
-from ondevice_rl.spaces import Box, Discrete
+from ondevice_rl.env.masks import split_action_mask
+from ondevice_rl.env.spaces import Box, Discrete
 
 #: Rank-3 leaves with a side longer than this go through the strided torso.
 PIXEL_SIDE = 32
@@ -114,7 +114,7 @@ def observation_encoding(space: Any) -> int | ObsLayout:
 
 
 def _orthogonal(scale: float):
-    from ondevice_rl.layers import sequential_under_vmap
+    from ondevice_rl.cpu.layers import sequential_under_vmap
 
     # A batched QR (vmap over seeds) can deadlock XLA:CPU: one per member.
     return sequential_under_vmap(nn.initializers.orthogonal(scale))
@@ -174,7 +174,7 @@ class ObsEncoder(nn.Module):
         """3×3 ReLU convolutions, stride 1, VALID padding: ``Conv3x3``, one
         matmul on CPU (XLA's convolution gradients inside a learner's loop
         were 3.8× slower there: Navix Empty-8x8 PPO 407 vs 1,559 steps/s)."""
-        from ondevice_rl.layers import Conv3x3
+        from ondevice_rl.cpu.layers import Conv3x3
 
         for width in channels:
             x = nn.relu(Conv3x3(width)(x))

@@ -14,8 +14,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ondevice_rl.reset_where import reset_where
-from ondevice_rl.types import Environment, TimeStep
+from ondevice_rl.env.reset_where import reset_where
+from ondevice_rl.env.types import Environment, TimeStep
 
 
 class Wrapper(Environment):
@@ -178,7 +178,7 @@ class MaskObservation(ObservationView):
         return obs[self.keep]
 
     def observation_space(self, params):
-        from ondevice_rl.spaces import Box
+        from ondevice_rl.env.spaces import Box
 
         space = self.env.observation_space(params)
         low = np.broadcast_to(np.asarray(space.low), space.shape)[self.keep]

@@ -18,10 +18,10 @@ from typing import Any
 import jax
 import numpy as np
 
-from ondevice_rl.check_report import CheckResult, describe_space
-from ondevice_rl.env_static import is_space
-from ondevice_rl.spaces import Box, Discrete
-from ondevice_rl.testing import SyncFn, check_conformance
+from ondevice_rl.checks.conformance import SyncFn, check_conformance
+from ondevice_rl.checks.report import CheckResult, describe_space
+from ondevice_rl.checks.static import is_space
+from ondevice_rl.env.spaces import Box, Discrete
 
 #: A port whose p-value (Bonferroni-corrected) is below this fails.
 ALPHA = 1e-4

@@ -7,12 +7,12 @@ observations), the reward be ``[]`` float32, the flags ``[]`` bool, the state
 keep one type from ``reset`` to ``step`` (a ``lax.scan`` carry) and count its
 steps in an int32 ``time``, the params hold the time limit ``max_steps``, and
 nothing be float64. An action mask, ``[A]`` bool for ``Discrete(A)`` actions,
-is a dict observation's ``"action_mask"`` entry (``ondevice_rl.masks``); one
+is a dict observation's ``"action_mask"`` entry (``ondevice_rl.env.masks``); one
 given only as ``info["action_mask"]`` is refused, since learners need it at
 reset too. A categorical ``Box`` holds indices: an integer dtype, ``low`` 0.
 
 ``require_static`` raises the first failure as one line: learners call it
-before compiling. ``ondevice_rl.env_checks.check_env`` reports every check.
+before compiling. ``ondevice_rl.checks.check_env.check_env`` reports every check.
 """
 
 from collections.abc import Callable, Mapping
@@ -22,7 +22,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ondevice_rl.check_report import (
+from ondevice_rl.checks.report import (
     CheckResult,
     EnvCheckError,
     aval,
@@ -30,8 +30,8 @@ from ondevice_rl.check_report import (
     leaves_with_paths,
     raised,
 )
-from ondevice_rl.masks import ACTION_MASK, split_action_mask
-from ondevice_rl.spaces import Box, Discrete
+from ondevice_rl.env.masks import ACTION_MASK, split_action_mask
+from ondevice_rl.env.spaces import Box, Discrete
 
 F64 = jnp.dtype(jnp.float64)
 
@@ -124,12 +124,12 @@ def _spaces(env: Any, params: Any) -> tuple[Any, Any, str]:
     if not leaves or not all(is_space(s) for s in leaves):
         raise EnvCheckError(
             f"observation_space returned {type(obs_space).__name__}, not a Box or "
-            "Discrete (or a dict/tuple of them) from ondevice_rl.spaces"
+            "Discrete (or a dict/tuple of them) from ondevice_rl.env.spaces"
         )
     if not is_space(act_space):
         raise EnvCheckError(
             f"action_space returned {type(act_space).__name__}, not a Box or "
-            "Discrete from ondevice_rl.spaces"
+            "Discrete from ondevice_rl.env.spaces"
         )
     for what, space in [*(("observation", s) for s in leaves), ("action", act_space)]:
         if jnp.dtype(space.dtype) == F64:

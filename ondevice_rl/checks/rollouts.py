@@ -4,7 +4,7 @@
 ``B`` environments take ``T`` random actions from a reset; an episode that
 ends restarts from a fresh reset *outside* ``step`` (as ``AutoReset`` does),
 so ``step`` itself must never reset. Params are traced: other values
-(``ondevice_rl.env_params``) never recompile. What each step saw comes back as a
+(``ondevice_rl.checks.params``) never recompile. What each step saw comes back as a
 ``Record`` ``[B, T, ...]`` and is checked on the host, where a failure can
 name the environment and the step.
 
@@ -20,9 +20,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ondevice_rl.check_report import CheckResult, leaves_with_paths
-from ondevice_rl.env_static import action_mask, is_space
-from ondevice_rl.spaces import Discrete
+from ondevice_rl.checks.report import CheckResult, leaves_with_paths
+from ondevice_rl.checks.static import action_mask, is_space
+from ondevice_rl.env.spaces import Discrete
 
 #: ``params.max_steps`` for "no time limit within the rollout".
 NO_LIMIT = 2**30

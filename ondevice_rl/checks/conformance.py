@@ -8,7 +8,7 @@ difference is the error of one step::
     import gymnasium
     from ondevice_rl import make
     from ondevice_rl.envs.gymnasium_sync import SYNC_FUNCTIONS
-    from ondevice_rl.testing import check_conformance
+    from ondevice_rl.checks.conformance import check_conformance
 
     env, params = make("CartPole-v1")
     report = check_conformance(
@@ -27,7 +27,7 @@ from typing import Any, NamedTuple
 import jax
 import numpy as np
 
-from ondevice_rl.types import Environment
+from ondevice_rl.env.types import Environment
 
 #: ``sync_state(reference_env, jax_state)``: sets the reference to the port's
 #: state (including the time limit's step count); may return the reference's

@@ -17,7 +17,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ondevice_rl.kernel_gradients import dot, kernel_gradient, kernel_gradient_cpu
+from ondevice_rl.cpu.kernel_gradients import dot, kernel_gradient, kernel_gradient_cpu
 
 
 def sequential_under_vmap(init: Callable) -> Callable:

@@ -7,7 +7,7 @@ CPU. A learner's config names its precision (``matmul_precision``, static:
 it changes the program) and the learner traces all its functions under it
 (``at_matmul_precision``), which reaches every ``dot_general`` and
 convolution whose own precision is unset: the networks' forward passes,
-their gradients (``ondevice_rl.layers.dense_matmul``'s included), the
+their gradients (``ondevice_rl.cpu.layers.dense_matmul``'s included), the
 recurrent cells.
 
 * ``"highest"`` (the default): float32 on every platform, CPU's numbers to

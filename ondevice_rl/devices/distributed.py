@@ -3,7 +3,7 @@
 Every host runs the same command; ``jax.distributed.initialize`` connects them
 through a coordinator (process 0's ``host:port``). Afterwards ``jax.devices()``
 lists the devices of all processes, a mesh over them spans hosts, and one
-``jax.jit`` program runs on all of them (see ``ondevice_rl.sharding``).
+``jax.jit`` program runs on all of them (see ``ondevice_rl.devices.sharding``).
 
 Settings, command-line flags first, then environment variables:
 

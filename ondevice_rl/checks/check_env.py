@@ -1,25 +1,25 @@
 """``check_env``: the checks this project runs on its own environments, for
-any environment following the protocol (``ondevice_rl.types``).
+any environment following the protocol (``ondevice_rl.env.types``).
 
     from ondevice_rl import make
-    from ondevice_rl.env_checks import check_env
+    from ondevice_rl.checks.check_env import check_env
 
     env, params = make("CartPole-v1")
     report = check_env(env, params)
     print(report)          # one line per check, pass or fail, and steps/s
     assert report.ok
 
-Static (``ondevice_rl/env_static.py``, traced, nothing run): declared
+Static (``ondevice_rl/checks/static.py``, traced, nothing run): declared
 spaces, params with ``max_steps``, reset's and step's shapes and dtypes
 against the spaces, the state's types kept, no float64 (also with
-``jax_enable_x64``). Dynamic (``ondevice_rl/env_rollouts.py``, one compiled
+``jax_enable_x64``). Dynamic (``ondevice_rl/checks/rollouts.py``, one compiled
 ``jit(vmap)`` rollout run with several params): episodes start at time 0,
 ``step`` never resets, truncation exactly at ``max_steps`` and termination
 independent of it, finite values for random in-range params (which never
 recompile), observations within their space, same key → same trajectory,
 jitted steps equal to op-by-op ones; and its steps/s. With a reference
 (gymnasium) environment and a ``sync_state`` function: spaces, the reset
-distribution and ``check_conformance`` (``ondevice_rl/reference_checks.py``).
+distribution and ``check_conformance`` (``ondevice_rl/checks/reference.py``).
 """
 
 import time
@@ -29,16 +29,16 @@ from typing import Any
 import jax
 import numpy as np
 
-from ondevice_rl.check_report import CheckResult, EnvCheckError, raised
-from ondevice_rl.env_params import random_params, replace_params
-from ondevice_rl.env_rollouts import (
+from ondevice_rl.checks.params import random_params, replace_params
+from ondevice_rl.checks.report import CheckResult, EnvCheckError, raised
+from ondevice_rl.checks.rollouts import (
     NO_LIMIT,
     Rollouts,
     compare_eager,
     rollout_checks,
     time_limit_apart,
 )
-from ondevice_rl.env_static import no_float64, require_static, static_checks, trace
+from ondevice_rl.checks.static import no_float64, require_static, static_checks, trace
 
 
 @dataclass(frozen=True)
@@ -262,7 +262,7 @@ def check_env(
 
 
 def _reference(env, params, reference_env, sync_state, steps, samples, seed):
-    from ondevice_rl.reference_checks import (
+    from ondevice_rl.checks.reference import (
         compare_spaces,
         conformance,
         reset_distribution,

@@ -1,6 +1,6 @@
 """The kernel gradient of a dense layer, ``x^T g`` (``x [M, K]`` rows in,
 ``g [M, N]`` the output's cotangent, ``[K, N]`` out), in the forms XLA:CPU
-runs fastest; ``ondevice_rl.layers.dense_matmul`` picks one per layer when
+runs fastest; ``ondevice_rl.cpu.layers.dense_matmul`` picks one per layer when
 a program is lowered for CPU (a GPU or TPU gets ``kernel_gradient``, the
 plain leading-axis contraction).
 
@@ -29,7 +29,7 @@ def dot(x: jax.Array, y: jax.Array, contract: tuple, precision) -> jax.Array:
 def _copied_x_gradient(x_rows, g_rows, precision):
     """``x^T g``, ``[..., K, N]``, with ``x^T`` materialised behind a barrier
     so XLA cannot fold the transpose back into a leading-axis contraction
-    (see ``ondevice_rl.layers.dense_matmul``)."""
+    (see ``ondevice_rl.cpu.layers.dense_matmul``)."""
     x_t = jax.lax.optimization_barrier(jnp.swapaxes(x_rows, -1, -2))
     return jnp.matmul(x_t, g_rows, precision=precision)
 

@@ -7,7 +7,7 @@ a process killed mid-write leaves the previous checkpoints intact (the
 unfinished one is never listed).
 
 Numbered checkpoints are verified, not trusted: each records the checksum of
-every byte of its files once complete (``ondevice_rl/checksums.py``);
+every byte of its files once complete (``ondevice_rl/files/checksums.py``);
 ``Checkpoints.verified`` finds the newest that still matches and says why the
 newer ones do not, and ``set_aside`` moves those out of the way (into
 ``<directory>.damaged/``), deleting nothing. A restore first compares the
@@ -27,7 +27,7 @@ import jax
 import numpy as np
 import orbax.checkpoint as ocp
 
-from ondevice_rl import checksums, library_noise
+from ondevice_rl.files import checksums, library_noise
 
 #: Where orbax's manager puts a numbered checkpoint's one (unnamed) item.
 _ITEM = "default"

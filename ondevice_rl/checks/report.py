@@ -9,7 +9,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ondevice_rl.spaces import Box, Discrete
+from ondevice_rl.env.spaces import Box, Discrete
 
 #: JAX's errors for Python control flow or NumPy on traced values.
 TRACER_ERRORS = (

@@ -105,7 +105,7 @@ def use_cpu_cores(count: int | None = None) -> int:
 
     XLA:CPU runs one program on essentially one core when its operations are
     small (PPO's are); a population split over several CPU devices (see
-    ``ondevice_rl.sharding``) runs one slice per device, in parallel. Call it
+    ``ondevice_rl.devices.sharding``) runs one slice per device, in parallel. Call it
     before the first JAX computation. A device count the user already gave
     in ``XLA_FLAGS`` (``--xla_force_host_platform_device_count``) wins.
 

@@ -11,7 +11,7 @@ Two layouts are used by the library:
   with ``lax.pmean`` (see ``ondevice_rl.train.ppo.data_parallel``).
 
 Every function works the same on one host or many (JAX's multi-controller
-runtime, see ``ondevice_rl.distributed``): ``jax.devices()`` then lists the
+runtime, see ``ondevice_rl.devices.distributed``): ``jax.devices()`` then lists the
 devices of all processes, each process supplies the shards its own devices
 hold, and ``to_host`` gathers results back. Every process must call these
 functions in the same order with the same (host) data.

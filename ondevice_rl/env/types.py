@@ -11,8 +11,8 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
+from ondevice_rl.env.spaces import Box, Discrete
 from ondevice_rl.ranges import FINITE, TIME_LIMIT, Range
-from ondevice_rl.spaces import Box, Discrete
 
 
 class TimeStep(NamedTuple):
@@ -54,7 +54,7 @@ class Environment:
     stochastic_step: bool = False
     #: Whether a reset costs far more than a step (a generated world):
     #: ``AutoReset`` then computes resets for the ended episodes only
-    #: (``ondevice_rl.reset_where``) instead of one per step, selected.
+    #: (``ondevice_rl.env.reset_where``) instead of one per step, selected.
     costly_reset: bool = False
 
     def default_params(self) -> Any:

@@ -17,7 +17,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ondevice_rl.layers import Conv3x3, dense
+from ondevice_rl.cpu.layers import Conv3x3, dense
 
 ACTIVATIONS = {"tanh": nn.tanh, "relu": nn.relu, "gelu": nn.gelu, "swish": nn.swish}
 #: Activations cheap enough that XLA:CPU recomputes them where their output
@@ -33,7 +33,7 @@ def torso(x: jax.Array, obs_ndim: int, conv: Sequence[int]) -> jax.Array:
     """``[..., *obs_shape] -> [..., F]`` features for the MLP (call it inside a
     compact module). Rank 1: ``x`` itself; rank 3 ``[..., H, W, C]``: ``conv``
     3×3 ReLU convolutions, flattened; other ranks: flattened. ``obs_ndim``
-    may instead be an ``ondevice_rl.encoders.ObsLayout`` (pytree, pixel,
+    may instead be an ``ondevice_rl.nn.encoders.ObsLayout`` (pytree, pixel,
     integer or categorical observations), which encodes ``x`` itself."""
     if not isinstance(obs_ndim, int):
         return obs_ndim.encode(x)
