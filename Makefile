@@ -45,20 +45,12 @@ results: $(STAMP)
 	$(BIN)/python -m ondevice_rl.train.recipes.results $(if $(ONLY),--only $(ONLY))
 
 # Search strategies compared (hours on CPU): random search, PBT and
-# successive halving (half the env steps) on PPO Acrobot at a short budget and
-# on DQN CartPole, 16 members x 5 search seeds, handed-back members evaluated
-# on 32 episodes; each row's "between rounds" is the exploit/explore overhead.
+# successive halving on PPO Acrobot at a short budget (16 members x 20
+# search seeds; halving judged after four rounds on two disjoint sets of 20,
+# joined) and on DQN CartPole (16 x 5), handed-back members evaluated on 32
+# episodes; the docs' figures (benchmarks/, not installed).
 search-evidence: $(STAMP)
-	$(BIN)/python -m ondevice_rl.train.sweep.compare --recipe acrobot_ppo \
-		--total-timesteps 100000 --members 16 --search-seeds 20 --out runs/compare/acrobot_ppo
-	for first in 0 20; do $(BIN)/python -m ondevice_rl.train.sweep.compare \
-		--recipe acrobot_ppo --total-timesteps 100000 --members 16 --search-seeds 20 \
-		--first-seed $$first --methods random,halving --halving-spend slots --min-rounds 4 \
-		--out runs/compare/acrobot_ppo_halving_min4_$$first || exit 1; done
-	$(BIN)/python -m ondevice_rl.train.sweep.compare --merge runs/compare/acrobot_ppo_halving_min4_0 \
-		runs/compare/acrobot_ppo_halving_min4_20 --out runs/compare/acrobot_ppo_halving_min4
-	$(BIN)/python -m ondevice_rl.train.sweep.compare --recipe cartpole_dqn \
-		--total-timesteps 100000 --members 16 --search-seeds 5 --out runs/compare/cartpole_dqn
+	$(BIN)/python benchmarks/search_evidence.py
 
 # A recipe's final return over SETS disjoint sets of PER_SET seeds (default 3
 # of 8): IQM, 95% CI and the worst seed per set, and the final policies'

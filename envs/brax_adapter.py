@@ -25,7 +25,7 @@ class BraxAdapter(PhysicsAdapter):
     state_type = BraxState
 
     def __init__(self, brax_name: str, max_steps: int = 1000, **kwargs: Any):
-        try:
+        try:  # lazy: brax is an optional extra
             from brax import envs as brax_envs
         except ImportError as e:
             raise ImportError(

@@ -25,6 +25,7 @@ Nothing is imported until that name is made.
 import difflib
 import importlib
 import re
+from importlib.metadata import entry_points
 from typing import Any, NamedTuple
 
 from ondevice_rl.env.types import Environment
@@ -169,8 +170,6 @@ class Plugin(NamedTuple):
 def plugins() -> list[Plugin]:
     """The ``ondevice_rl.envs`` entry points of the installed distributions
     (read from their metadata; nothing imported)."""
-    from importlib.metadata import entry_points
-
     found = []
     for point in entry_points(group=ENTRY_POINT_GROUP):
         dist = getattr(point, "dist", None)

@@ -3,19 +3,18 @@
 Each sets the unwrapped gymnasium env to a port's state (in gymnasium's own
 dtype for that env) and its ``TimeLimit`` to the port's step count, and
 returns gymnasium's observation of that state: pass one as ``sync_state``
-to ``ondevice_rl.checks.conformance.check_conformance``. Imports no port.
+to ``ondevice_rl.checks.reference.check_conformance``. Imports no port.
 """
 
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+from gymnasium.wrappers import TimeLimit
 
 
 def set_elapsed_steps(reference_env: Any, steps: int) -> None:
     """Sets the step count of the ``TimeLimit`` wrapper(s) around the env."""
-    from gymnasium.wrappers import TimeLimit
-
     env = reference_env
     while env is not None:
         if isinstance(env, TimeLimit):

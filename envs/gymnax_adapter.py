@@ -65,6 +65,7 @@ class GymnaxAdapter(Environment):
         self.stochastic_step = stochastic_step
         self._unbounded_obs = unbounded_obs
         if isinstance(gymnax_env, str):
+            # lazy: gymnax pulls in scipy, pandas, matplotlib (3 s; ondevice_rl: 1 s)
             import gymnax
 
             self.name = name or f"gymnax/{gymnax_env}"

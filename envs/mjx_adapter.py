@@ -66,7 +66,7 @@ class MjxAdapter(PhysicsAdapter):
     costly_reset = True
 
     def __init__(self, mjx_name: str, max_steps: int | None = None, impl: str = "jax"):
-        try:
+        try:  # lazy: MuJoCo Playground is an optional extra
             from mujoco_playground import registry
         except ImportError as e:
             raise ImportError(

@@ -157,7 +157,7 @@ class XMiniGridAdapter(SuiteAdapter):
 def _load_benchmark(name: str, path: str | None) -> Any:
     """The benchmark from ``path`` or xminigrid's data folder; a one-line
     ValueError when it is not on this machine (never downloaded here)."""
-    from xminigrid import benchmarks
+    from xminigrid import benchmarks  # lazy: xminigrid is an optional extra
 
     if path is None:
         if name not in benchmarks.NAME2HFFILENAME:

@@ -1,9 +1,10 @@
 """ondevice_rl: reinforcement learning that runs entirely on the accelerator.
 
-Importing this package sets the XLA CPU flag that avoids a deadlock in
-jaxlib's CPU runtime and lowers Threefry without a loop on CPU (see the
-docs' CPU notes, ``docs/cpu-notes.md``); import it before running JAX
-computations.
+Importing this package first applies the process-wide XLA:CPU settings
+(``ondevice_rl.cpu.configure_process``: the scheduler flag that guards
+against a deadlock in jaxlib's CPU runtime, and Threefry lowered without a
+loop on CPU; see the docs' CPU notes, ``docs/cpu-notes.md``); import it
+before running JAX computations.
 
 ``run_training(env=..., algo=..., ...)`` (``ondevice-rl train`` as a call),
 ``load_policy(run_dir)`` (a trained run's policy) and
@@ -12,15 +13,13 @@ come from ``ondevice_rl.train``, imported on first use only: the core never
 imports ``ondevice_rl.train``.
 """
 
-from ondevice_rl.cpu.flags import ensure_cpu_scheduler_flag, use_cpu_cores
+from ondevice_rl import cpu
 
-ensure_cpu_scheduler_flag()
-
-from ondevice_rl.cpu.threefry import use_straight_line_threefry_on_cpu  # noqa: E402
-
-STRAIGHT_LINE_THREEFRY = use_straight_line_threefry_on_cpu()
+# First thing: JAX reads XLA_FLAGS once, when its CPU backend starts.
+cpu.configure_process()
 
 from ondevice_rl import envs  # noqa: E402  (envs builds on the core above)
+from ondevice_rl.cpu.flags import use_cpu_cores  # noqa: E402
 from ondevice_rl.env.spaces import Box, Discrete  # noqa: E402
 from ondevice_rl.env.types import Environment, TimeStep  # noqa: E402
 from ondevice_rl.env.wrappers import AutoReset, EpisodeStats, Wrapper  # noqa: E402

@@ -18,7 +18,7 @@ rollout bootstraps from ``next_values[T-1]``.
 import jax
 import jax.numpy as jnp
 
-from ondevice_rl.cpu.scans import unrolled_off_cpu
+from ondevice_rl.scans import unrolled_off_cpu
 
 
 def _flags(terminated: jax.Array, truncated: jax.Array):

@@ -21,8 +21,8 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from ondevice_rl.cpu.scans import stacked_scan
 from ondevice_rl.env.types import Environment
+from ondevice_rl.scans import stacked_scan
 
 
 class RolloutState(NamedTuple):

@@ -5,6 +5,7 @@ Usage::
     python tests/sharding_worker.py single OUT.npz
     python tests/sharding_worker.py multihost OUT.npz PORT NUM_PROCESSES ID
     python tests/sharding_worker.py dp-learn OUT.npz
+    python tests/sharding_worker.py dp-run OUT.npz
 
 The parent sets ``JAX_PLATFORMS=cpu`` and ``XLA_FLAGS`` (``single`` expects
 ``--xla_force_host_platform_device_count=4``; each ``multihost`` process has
@@ -19,9 +20,21 @@ compiling dominates. Arrays are saved as ``<tag>/<name>`` by process 0:
 * ``multihost``: ``pop2`` and ``dp2`` over the devices of all processes.
 * ``dp-learn``: ``learn`` data-parallel CartPole over every device (100k
   steps, fully optimised; about 10 s).
+* ``dp-run`` (2 devices): ``ondevice-rl train --devices`` and its Python
+  twin: ``cli/`` the CLI run's status, files, ``config.json`` and
+  ``metrics.jsonl`` (with periodic evaluation); ``seg`` a
+  segmented run's rows and ``whole`` the one-shot program's metrics;
+  ``resumed`` a run stopped after two of four segments (``stopped``) and
+  resumed, and ``straight`` the run without the stop; ``eval/`` ``ondevice-rl eval`` of
+  the CLI run; ``refused/<i>`` the status, stderr and compile count of each
+  of ``REFUSED``'s command lines.
 """
 
+import contextlib
+import io
 import sys
+import tempfile
+from pathlib import Path
 
 import numpy as np
 
@@ -116,11 +129,13 @@ def gradient_average(save, mesh):
     from ondevice_rl.nn.networks import ActorCritic
     from ondevice_rl.returns import gae
     from ondevice_rl.rollout import Transition
+    from ondevice_rl.train.kit.on_policy import on_policy_learn
     from ondevice_rl.train.kit.schedules import learning_rate_fn
     from ondevice_rl.train.ppo import (
         ActorExtras,
         Minibatch,
         PPOConfig,
+        make_learner,
         make_trainer,
         ppo_loss,
     )
@@ -162,8 +177,10 @@ def gradient_average(save, mesh):
     opt_state = tx.init(ravel_pytree(params)[0])
     key = jax.random.key(3)
 
+    learn = on_policy_learn(config, make_learner(config, trainer.setup), axis, devices)
+
     def step(params, opt_state, traj):
-        return trainer.host_loop.learn(params, opt_state, traj, key, hp)[0]
+        return learn(params, opt_state, traj, key, hp)[0]
 
     traj_spec = jax.tree.map(lambda _: P(None, axis), traj)
     sharded = jax.shard_map(
@@ -234,6 +251,90 @@ def learn(save, mesh):
     save["learn/episode_return"] = np.asarray(out.metrics["episode_return"])
 
 
+#: ``TINY`` as ``ondevice-rl train`` flags.
+TINY_FLAGS = [
+    "--total-timesteps", "128", "--num-envs", "4", "--num-steps", "8",
+    "--update-epochs", "1", "--num-minibatches", "2", "--hidden", "8",
+]  # fmt: skip
+#: Data-parallel runs refused before anything compiles (with 2 devices).
+REFUSED = [
+    ["--devices", "2", "--num-envs", "3"],
+    ["--devices", "2", "--num-minibatches", "32"],
+    ["--devices", "2", "--normalize-obs"],
+    ["--devices", "3"],
+]
+
+
+def _cli(argv: list[str]) -> tuple[int, str]:
+    """``ondevice-rl ARGV`` in this process: its status and stderr."""
+    from ondevice_rl.train.cli import main
+
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+        status = main(argv)
+    return status, err.getvalue()
+
+
+def data_parallel_runs(save, root: Path):
+    """``ondevice-rl train --devices`` and ``train_from_config(devices=2)``."""
+    import jax
+    from suite_flags import PRODUCT_EMITTERS, product_emitters
+
+    from ondevice_rl.train.ppo import PPOConfig
+    from ondevice_rl.train.ppo.data_parallel import make_train_dp
+    from ondevice_rl.train.run.runner import resume_training, train_from_config
+    from ondevice_rl.train.services.programs import PROGRAMS
+
+    out = root / "cli"
+    status, err = _cli(["train", "--devices", "all", *TINY_FLAGS, "--segments",
+                        "2", "--eval-every", "2", "--eval-episodes", "2",
+                        "--out", str(out), "--no-progress"])  # fmt: skip
+    save["cli/status"], save["cli/stderr"] = np.int64(status), np.str_(err)
+    save["cli/files"] = np.str_(" ".join(sorted(p.name for p in out.iterdir())))
+    save["cli/config"] = np.str_((out / "config.json").read_text())
+    save["cli/metrics"] = np.str_((out / "metrics.jsonl").read_text())
+    status, err = _cli(["eval", str(out), "--episodes", "4"])
+    save["eval/status"], save["eval/stderr"] = np.int64(status), np.str_(err)
+    save["eval/files"] = np.str_(" ".join(sorted(p.name for p in out.iterdir())))
+
+    config = PPOConfig(**TINY)
+    with product_emitters():
+        seg = train_from_config(config, devices=2, num_segments=2, progress=False)
+    for name, values in seg.metrics.items():
+        save[f"seg/{name}"] = values
+    key, hp = jax.random.key(0), config.hyperparams
+    lowered = jax.jit(make_train_dp(config)).lower(key, hp)
+    whole = lowered.compile(compiler_options=PRODUCT_EMITTERS)(key, hp)
+    for name, values in whole.metrics.items():
+        save[f"whole/{name}"] = np.asarray(values)
+
+    def stop_after_second(done, steps, latest):
+        if done == 2:
+            raise KeyboardInterrupt
+
+    run = dict(devices=2, num_segments=4, checkpoint_every=1, progress=False)
+    straight = train_from_config(config, **run)
+    stopped = root / "stopped"
+    first = train_from_config(
+        config, out_dir=stopped, on_segment=stop_after_second, **run
+    )
+    save["stopped/updates"] = np.int64(first.env_steps // config.batch_size)
+    resumed = resume_training(stopped, progress=False)
+    for name, values in resumed.metrics.items():
+        save[f"resumed/{name}"] = values
+        save[f"straight/{name}"] = straight.metrics[name]
+    for i, argv in enumerate(REFUSED):
+        compiles = PROGRAMS.compiles
+        status, err = _cli(["train", *TINY_FLAGS, *argv, "--no-progress",
+                            "--out", str(root / f"refused-{i}")])  # fmt: skip
+        save[f"refused/{i}/status"], save[f"refused/{i}/stderr"] = (
+            np.int64(status),
+            np.str_(err),
+        )
+        save[f"refused/{i}/compiles"] = np.int64(PROGRAMS.compiles - compiles)
+        save[f"refused/{i}/made"] = np.bool_((root / f"refused-{i}").exists())
+
+
 def main(argv: list[str]) -> int:
     mode, out = argv[0], argv[1]
     if mode == "multihost":
@@ -263,6 +364,9 @@ def main(argv: list[str]) -> int:
         data_parallel(save, "dp2")
     elif mode == "dp-learn":
         learn(save, make_mesh(DATA_AXIS))
+    elif mode == "dp-run":
+        with tempfile.TemporaryDirectory() as root:
+            data_parallel_runs(save, Path(root))
     else:
         raise SystemExit(f"unknown mode {mode!r}")
     if jax.process_index() == 0:

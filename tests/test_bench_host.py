@@ -8,13 +8,16 @@ import jax
 import numpy as np
 import pytest
 
+from ondevice_rl.normalize import normalize_rollout
 from ondevice_rl.rollout import Transition
+from ondevice_rl.train import ppo
 from ondevice_rl.train.bench import host
 from ondevice_rl.train.bench.host.envpool_xla import train_envpool_xla
 from ondevice_rl.train.bench.host.fused import train_fused
 from ondevice_rl.train.bench.host.learner import host_learner
 from ondevice_rl.train.bench.host.targets import host_target
 from ondevice_rl.train.cli import main
+from ondevice_rl.train.kit.on_policy import on_policy_learn
 from ondevice_rl.train.kit.registry import trainer_for
 
 needs_envpool = pytest.mark.skipif(
@@ -109,8 +112,9 @@ def test_fused_program_never_talks_to_the_host(target):
 
 
 def test_host_learn_is_the_fused_update_bitwise(target):
-    """The bench's jitted ``learn`` (host NumPy in) equals the learner's own
-    prepare-and-learn, the fused update's, on one fixed rollout."""
+    """The bench's jitted ``learn`` (host NumPy in) equals what the fused
+    update does with one fixed rollout: normalise, then the on-policy kit's
+    ``on_policy_learn`` of PPO's part."""
     trainer = trainer_for(target.config)
     hp = target.config.hyperparams
     state = trainer.init(jax.random.PRNGKey(3), hp)
@@ -137,13 +141,15 @@ def test_host_learn_is_the_fused_update_bitwise(target):
         state.params, state.opt_state, state.normalizer, traj, key, hp
     )
 
+    learn = on_policy_learn(
+        target.config, ppo.make_learner(target.config, trainer.setup)
+    )
+
     @jax.jit
     def fused_learn(params, opt_state, norm, traj, key, hp):
         key, learn_key = jax.random.split(key)
-        norm, traj = trainer.host_loop.prepare(norm, traj, hp)
-        params, opt_state, _ = trainer.host_loop.learn(
-            params, opt_state, traj, learn_key, hp
-        )
+        norm, traj = normalize_rollout(norm, traj, hp.gamma)
+        params, opt_state, _ = learn(params, opt_state, traj, learn_key, hp)
         return params, opt_state, norm, key
 
     expected = fused_learn(

@@ -5,8 +5,9 @@ import json
 import pytest
 
 from ondevice_rl.train.cli import build_parser, main
-from ondevice_rl.train.cli.train import _build_config
+from ondevice_rl.train.cli.train import config_fields
 from ondevice_rl.train.run.artifacts import read_metrics
+from ondevice_rl.train.run.entry import build_config
 from ondevice_rl.train.services.compile_cache import compilation_cache_dir
 
 
@@ -59,6 +60,11 @@ def test_bad_train_input_is_one_line_and_exit_2(argv, message, capsys):
     err = capsys.readouterr().err
     assert message in err
     assert err.count("\n") == 1 and "Traceback" not in err
+
+
+def _build_config(args):
+    """The config ``train`` builds from its flags (recipe values, then flags)."""
+    return build_config(args.algo, args.recipe, config_fields(args), "config")
 
 
 def test_flags_override_recipe():

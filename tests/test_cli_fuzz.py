@@ -68,7 +68,7 @@ SEAMS = (
     # resume, the checkpoint's, the run's files are opened, then compiled.
     ("ondevice_rl.train.run.runner", "RunFiles"),
     ("ondevice_rl.train.cli.sweep", "_sweep"),
-    ("ondevice_rl.evaluation", "evaluate"),  # traced by eval's program
+    ("ondevice_rl.train.cli.eval", "evaluate"),  # traced by eval's program
     ("ondevice_rl.train.use.render", "episode"),
     ("ondevice_rl.train.use.export", "exported_policy"),
     ("ondevice_rl.train.use.plots", "plot_series"),
@@ -79,6 +79,7 @@ SEAMS = (
     ("ondevice_rl.train.bench.launches", "run_launches"),
     ("ondevice_rl.checks.check_env", "check_env"),
     ("ondevice_rl.train.sweep.seed_sets", "measure"),
+    ("ondevice_rl.train.sweep.compare", "run_method"),  # after every check
     ("jax.distributed", "initialize"),  # sweep's multi-host start
 )
 REACHED = "reached"
@@ -852,6 +853,61 @@ def test_sweep(tmp_path, run_dir, count):
 
 
 # --------------------------------------------------------------------------
+# sweep compare
+
+COMPARE_FLAGS = {
+    "--algo": Flag(good=("ppo", "a2c"), bad=("bogus",), names=("algorithm",)),
+    "--env": Flag(good=("CartPole-v1", "Acrobot-v1"), bad=("Nope",),
+                  names=("environment",)),
+    "--recipe": Flag(good=("cartpole_ppo",), bad=("nope", FILE, EMPTY),
+                     names=("recipe",)),
+    "--total-timesteps": Flag(good=("20000",), bad=NOT_INT + ("0", "-1")),
+    "--set": Flag(
+        good=("num_envs=8",), bad=("bogus=1", "num_envs=-1", "=", "x"),
+        names=("--set",), repeat=True,
+    ),
+    "--search": Flag(
+        good=("learning_rate=loguniform:1e-4:1e-2", "gamma=uniform:0.9:0.99"),
+        bad=("x", "learning_rate=abc", "learning_rate=loguniform:0:1", "bogus=1"),
+        names=("--search", "field"), repeat=True,
+    ),
+    "--members": Flag(good=("4", "16"), bad=NOT_INT + ("0", "-1")),
+    "--search-seeds": Flag(good=("1", "3"), bad=NOT_INT + ("0", "-1")),
+    "--first-seed": Flag(good=("0", "7"), bad=NOT_INT + ("-1",)),
+    "--methods": Flag(good=("random,pbt", "halving"), bad=("bogus", "random,,pbt"),
+                      names=("method",)),
+    "--halving-spend": Flag(good=("length", "slots"), bad=("x",)),
+    "--eta": Flag(good=("2",), bad=NOT_INT + ("0", "1")),
+    "--min-rounds": Flag(good=("1",), bad=NOT_INT + ("0",)),
+    "--brackets": Flag(good=("1",), bad=NOT_INT + ("0",)),
+    "--round-updates": Flag(good=("1", "5"), bad=NOT_INT + ("0", "-1")),
+    "--score-episodes": Flag(good=("1", "20"), bad=NOT_INT + ("0", "-1")),
+    "--eval-episodes": Flag(good=("1", "32"), bad=NOT_INT + ("0", "-1")),
+    "--out": Flag(good=("compare", EMPTY)),
+    "--no-progress": Flag(switch=True),
+    "--cpu-devices": Flag(good=("1",), bad=NOT_INT + ("0", "-1")),
+}  # fmt: skip
+
+
+def compare_rules(args: list[Arg]) -> list[Arg]:
+    given = given_flags(args)
+    algo, recipe = given.get("--algo"), given.get("--recipe")
+    good = (GOOD, MAYBE)
+    if algo and recipe and algo.kind in good and recipe.kind in good:
+        if algo.value != "ppo":  # the recipe is PPO's
+            args = retag(args, "--recipe", BAD, "--algo")
+    return args
+
+
+@examples(10, 100)
+def test_sweep_compare(tmp_path, count):
+    def check(args):
+        check_call(tmp_path, ("sweep", "compare"), compare_rules(args))
+
+    fuzz(count, arguments(COMPARE_FLAGS, max_flags=5), check)
+
+
+# --------------------------------------------------------------------------
 # eval, render, export: a run directory and its flags
 
 RUN_DIR_ARG = Flag(
@@ -1388,6 +1444,7 @@ STORED = {
     "eval_every": ((int, type(None)), False),
     "eval_episodes": ((int,), False),
     "log_every": ((int,), False),
+    "devices": ((int, type(None)), False),
 }
 ODD_VALUES = (None, "x", [], {}, True, 1.5, NAN, INF, -1, 0, 10**30, -(10**30), "")
 NOT_JSON = ("", "{", "null", "[]", "1", '"text"', "NaN", '{"seed": }', "\x00")

@@ -7,16 +7,29 @@ import numpy as np
 import pytest
 
 from ondevice_rl import make
-from ondevice_rl.checks.conformance import (
+from ondevice_rl.checks.reference import (
     ConformanceReport,
     Mismatch,
-    check_against_gymnasium,
     check_conformance,
     start_near_time_limit,
 )
 from ondevice_rl.envs.gymnasium_sync import SYNC_FUNCTIONS
 
 PI = np.pi
+
+
+def check_against_gymnasium(env_id, **kwargs):
+    """``check_conformance`` of the registered port ``env_id`` against
+    ``gymnasium.make(env_id)`` with ``SYNC_FUNCTIONS[env_id]``."""
+    env, params = make(env_id)
+    kwargs.setdefault("params", params)
+    reference = gymnasium.make(env_id)
+    try:
+        return check_conformance(
+            env, reference, sync_state=SYNC_FUNCTIONS[env_id], **kwargs
+        )
+    finally:
+        reference.close()
 
 
 def _uniform(key, low, high):

@@ -8,6 +8,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from ondevice_rl.files import checkpoint
 from ondevice_rl.metrics import EPISODE_METRICS, final_return
 from ondevice_rl.replay import ReplayBuffer
 from ondevice_rl.rollout import Transition
@@ -324,8 +325,6 @@ def test_registered():
 
 
 def test_state_with_buffer_checkpoints(tmp_path):
-    from ondevice_rl.files import checkpoint
-
     config = dqn.DQNConfig(buffer_size=1_000)  # CartPole: obs [4], 10 envs
     state = dqn.make_trainer(config).init(jax.random.PRNGKey(0), config.hyperparams)
     assert state.extra.buffer.data.obs.shape == (100, 10, 4)

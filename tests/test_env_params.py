@@ -60,9 +60,9 @@ def test_a_run_takes_the_recipes_env_params_under_the_callers(tmp_path):
             seed=0, out=None, where="run_training",
         )  # fmt: skip
 
-    assert prepared(None).env_params == {"memory_length": 12, "max_steps": 40}
+    assert prepared(None).spec.env_params == {"memory_length": 12, "max_steps": 40}
     run = prepared(_env_params(["max_steps=30"]))
-    assert run.env_params == {"memory_length": 12, "max_steps": 30.0}
+    assert run.spec.env_params == {"memory_length": 12, "max_steps": 30.0}
     assert run.out is None and not run.created
     with pytest.raises(ValueError, match="no scalar param 'length'"):
         prepared({"length": 1.0})

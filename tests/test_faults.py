@@ -41,7 +41,7 @@ from ondevice_rl.train.run.runner import (
     RunWriteError,
     resume_training,
 )
-from ondevice_rl.train.sweep import store
+from ondevice_rl.train.sweep.request import save_request
 
 HOLD = (
     "import sys, time; from ondevice_rl.train.run.lock import DirLock; "
@@ -297,7 +297,7 @@ def test_sweep_resume_refuses_changed_flags(tmp_path, capsys):
         "search": {"learning_rate": [0.001, 0.003], "hidden": [(8,)]},
         "env_params": {}, "samples": None, "sample_seed": 0, "chunk_size": 1,
     }  # fmt: skip
-    store.save_request(out, request)
+    save_request(out, request)
     argv = ["sweep", "--resume", "--out", str(out), "--no-progress"]
     for flags, needle in [
         (["--seeds", "3"], "--seeds [0, 1, 2] would change the sweep"),

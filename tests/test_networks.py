@@ -258,25 +258,26 @@ def test_kernel_gradient_layout_is_chosen_per_platform(platform, outputs, member
 
 
 @pytest.mark.parametrize(
-    ("activation", "members", "plain"),
+    ("activation", "members", "plain", "layer_norm"),
     [
-        ("relu", (), 0),  # one run: x^T copied
-        ("relu", (1,), 1),  # a population of one: the hidden layer's plain
-        ("relu", (3,), 0),  # a population: x^T copied
-        ("relu", (2, 1), 1),  # a size-one level at any depth
-        ("relu", (1, 2), 1),  # (a run's twin critics in a population of one)
-        ("tanh", (1,), 0),  # tanh is computed once: its x^T is a plain copy
+        ("relu", (), 0, False),  # one run: x^T copied
+        ("relu", (1,), 1, False),  # a population of one: the hidden layer's plain
+        ("relu", (3,), 0, False),  # a population: x^T copied
+        ("relu", (2, 1), 1, False),  # a size-one level at any depth
+        ("relu", (1, 2), 1, False),  # (a run's twin critics in a population of one)
+        ("tanh", (1,), 0, False),  # tanh is computed once: its x^T is a plain copy
+        ("relu", (1,), 0, True),  # a LayerNorm's activation is read as it is
     ],
 )
 def test_recomputed_input_gradient_is_plain_in_a_population_of_one(
-    activation, members, plain
+    activation, members, plain, layer_norm
 ):
     # The 120 -> 84 layer reads a ReLU: under a vmap of size one, XLA:CPU
     # recomputes the ReLU inside the transposed copy, so that layer's kernel
     # gradient is the plain leading-axis contraction there, and x^T g
     # elsewhere. The first layer (observations) and the 2-unit head keep
     # their forms.
-    net = QNetwork(2, activation=activation)
+    net = QNetwork(2, activation=activation, layer_norm=layer_norm)
     obs = jnp.ones((128, 4))
     params = net.init(jax.random.key(0), obs[0])
 

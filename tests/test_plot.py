@@ -2,7 +2,7 @@
 seed, banded by their spread (train/use/curves.py, smoothing.py, plots.py).
 
 Run and sweep directories are written here in the formats the runner
-(``artifacts``) and sweeps (``sweep/results.py``, ``report.py``) write; the
+(``artifacts``) and sweeps (``sweep/result.py``, ``report.py``) write; the
 figure's matplotlib objects are compared with smoothing done by hand.
 """
 

@@ -7,9 +7,10 @@ on this CPU-only machine, and the memory rule sizes it.
   infeed/outfeed or send/recv; none of the CPU-only constructs
   (``dense_matmul``'s optimisation barrier, the im2col image torso — it is a
   ``stablehlo.convolution`` there —, a per-member loop around the vmapped
-  init); and every ``dot_general`` and convolution at the config's matmul
-  precision. A learner that cannot be lowered for a platform is listed in
-  ``UNPORTABLE`` with the reason, an expected failure.
+  init, the one-operand sort of the minibatch order); and every
+  ``dot_general`` and convolution at the config's matmul precision. A
+  learner that cannot be lowered for a platform is listed in ``UNPORTABLE``
+  with the reason, an expected failure.
 * The memory rule's estimate of one run is at least what XLA's own
   ``memory_analysis()`` of the compiled CPU program says it holds
   (arguments + outputs + scratch: everything on the device while it runs)
@@ -24,6 +25,7 @@ import re
 import jax
 import pytest
 
+from ondevice_rl.cpu.permutation import permutation
 from ondevice_rl.train import algorithms, get_algorithm
 from ondevice_rl.train.bench.transfers import host_ops
 from ondevice_rl.train.services.memory import estimate_member_bytes
@@ -104,6 +106,22 @@ def _precisions(text: str, op: str) -> list[str]:
     return found
 
 
+def _sort_operand_counts(text: str) -> list[int]:
+    """How many arrays each ``stablehlo.sort`` in ``text`` sorts together."""
+    sorts = re.findall(r'"stablehlo\.sort"\(([^)]*)\)', text)
+    return [len(operands.split(",")) for operands in sorts]
+
+
+@pytest.mark.parametrize("platform", ["cpu", *PLATFORMS])
+def test_minibatch_order_is_chosen_per_platform(platform):
+    # CPU: one sort of one uint32 key per sample, the index in its low bits;
+    # elsewhere jax.random.permutation's sort of (key, index) pairs.
+    fn = jax.jit(lambda key: permutation(key, 16))
+    text = jax.export.export(fn, platforms=[platform])(jax.random.key(0))
+    counts = _sort_operand_counts(text.mlir_module())
+    assert counts == ([1] if platform == "cpu" else [2])
+
+
 @pytest.mark.parametrize("name, platform", list(_cases()))
 def test_whole_run_lowers_for_the_platform_without_cpu_tuning(name, platform):
     population = lowered_text(name, SEEDS, platform)
@@ -117,6 +135,7 @@ def test_whole_run_lowers_for_the_platform_without_cpu_tuning(name, platform):
     for text in texts:
         assert host_ops(text) == []
         assert "stablehlo.optimization_barrier" not in text
+        assert 1 not in _sort_operand_counts(text)
         dots = _precisions(text, "dot_general")
         assert dots and set(dots) == {"HIGHEST, HIGHEST"}
         convolutions = _precisions(text, "convolution")

@@ -5,9 +5,12 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from ondevice_rl.cpu.permutation import one_key_permutation
 from ondevice_rl.metrics import EPISODE_METRICS, final_return
 from ondevice_rl.nn.networks import ActorCritic
 from ondevice_rl.train import ppo
+from ondevice_rl.train.bench.flops import live_jaxpr
+from ondevice_rl.train.kit.registry import get_algorithm
 from ondevice_rl.train.recipes.loader import load_recipe
 
 #: Every metric the learner reports per update.
@@ -195,10 +198,8 @@ def test_cartpole_eight_seeds_reach_475():
 
 
 @pytest.mark.parametrize("n", [1, 7, 512, 1000])
-def test_fast_permutation_is_a_permutation_and_varies(n):
-    from ondevice_rl.train.kit.minibatches import fast_permutation
-
-    perms = jax.vmap(lambda k: fast_permutation(k, n))(
+def test_one_key_permutation_is_a_permutation_and_varies(n):
+    perms = jax.vmap(lambda k: one_key_permutation(k, n))(
         jax.random.split(jax.random.PRNGKey(0), 200)
     )
     perms = np.asarray(perms)
@@ -237,9 +238,6 @@ def _dots_in_scans_of(jaxpr, length):
 def test_rollout_steps_run_the_actor_alone(algo):
     # The critic's values are computed after the rollout, in one batched pass:
     # a rollout step keeps the actor's two hidden layers and head only.
-    from ondevice_rl.train.bench.flops import live_jaxpr
-    from ondevice_rl.train.kit.registry import get_algorithm
-
     algorithm = get_algorithm(algo)
     fields = dict(num_envs=2, num_steps=7, total_timesteps=14, hidden=(8, 8))
     if algo == "ppo":

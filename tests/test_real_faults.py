@@ -128,8 +128,8 @@ SEARCH = [
     "--num-minibatches", "1", "--hidden", "16", "--round-updates", "2",
     "--score-episodes", "8", "--cpu-devices", "1", "--no-progress",
 ]  # fmt: skip
-CHUNK = "ondevice_rl.train.sweep.store:save_members"
-ROUND = "ondevice_rl.train.sweep.search_store:save_round"
+CHUNK = "ondevice_rl.train.sweep.store:save_metrics"
+ROUND = "ondevice_rl.train.sweep.checkpoints:save_round"
 
 
 def _outputs(out):

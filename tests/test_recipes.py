@@ -4,10 +4,10 @@ import jax
 import pytest
 
 from ondevice_rl import envs
-from ondevice_rl.train.kit.registry import algorithm_of
+from ondevice_rl.train.kit.config import config_from_dict
+from ondevice_rl.train.kit.registry import algorithm_of, get_algorithm
 from ondevice_rl.train.ppo import PPOConfig
 from ondevice_rl.train.recipes.loader import (
-    config_from_dict,
     describe,
     list_recipes,
     load_recipe,
@@ -93,7 +93,7 @@ def test_unknown_key_lists_valid_keys(tmp_path):
 )
 def test_bad_values(values, message):
     with pytest.raises(ValueError, match=message):
-        config_from_dict(values)
+        config_from_dict(values, get_algorithm("ppo"))
 
 
 def test_recipe_names_its_learner(tmp_path):

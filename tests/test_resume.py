@@ -144,6 +144,8 @@ def test_resume_refuses_program_changes_and_allows_extending(reference, capsys):
     assert "--num-envs 8 would change the program" in err and err.count("\n") == 1
     assert main([*argv, "--total-timesteps", "1024"]) == 2
     assert "only extending" in capsys.readouterr().err
+    assert main([*argv, "--devices", "all"]) == 2
+    assert "--devices cannot change on --resume" in capsys.readouterr().err
 
 
 #: Small settings under which each learner learns within 12 updates.

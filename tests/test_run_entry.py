@@ -16,7 +16,9 @@ import pytest
 
 import ondevice_rl
 from ondevice_rl.train.cli import main
+from ondevice_rl.train.run import request
 from ondevice_rl.train.run.entry import new_run_dir
+from ondevice_rl.train.run.run_spec import RunSpec
 
 # test_log_rows' tiny run (24 updates of 2 x 8 steps in 12 segments): its
 # programs are reused when both files run in one process.
@@ -94,6 +96,26 @@ def test_a_refused_directory_names_out_and_force(tmp_path):
     with pytest.raises(ValueError, match=r"resume_training continues it, force=True"):
         ondevice_rl.run_training(**RUN, out=tmp_path / "earlier", progress=False)
     assert main(["train", "--out", str(tmp_path / "file"), "--no-progress"]) == 2
+
+
+def test_each_entry_checks_a_run_once(monkeypatch, tmp_path):
+    """The CLI, ``run_training`` and ``train_from_config`` build and check a
+    run's spec, and size its memory, once each."""
+    calls = []
+
+    def counted(name, fn):
+        return lambda *args, **kwargs: calls.append(name) or fn(*args, **kwargs)
+
+    create = RunSpec.create.__func__
+    monkeypatch.setattr(RunSpec, "create", classmethod(counted("spec", create)))
+    monkeypatch.setattr(request, "check_fits", counted("fits", request.check_fits))
+    ondevice_rl.run_training(**RUN, out=None, progress=False)
+    assert calls == ["spec", "fits"]
+    flags = "--total-timesteps 384 --num-envs 2 --num-steps 8 --hidden 8 "
+    flags += "--update-epochs 1 --num-minibatches 1 --seed 1 --segments 12"
+    out = ["--out", str(tmp_path / "cli"), "--no-progress"]
+    assert main(["train", *flags.split(), *out]) == 0
+    assert calls == ["spec", "fits"] * 2
 
 
 def test_cli_keeps_the_run_prints_progress_lines_and_caches_programs(tmp_path):

@@ -7,7 +7,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ondevice_rl.cpu.scans import packed_scan, stacked_scan
+from ondevice_rl.scans import packed_scan, stacked_scan
 
 
 def _step(carry):

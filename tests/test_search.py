@@ -1,6 +1,8 @@
-"""Searches between rounds (train/sweep/search*.py, strategies.py): PBT's
-exploit/explore and successive halving's refills on the device, scores,
-lineage, fault isolation, exact resume, compile counts, the CLI.
+"""Searches between rounds (train/sweep/engine.py, rounds.py, pbt.py,
+halving.py): PBT's exploit/explore and successive halving's refills on the
+device, scores, lineage, fault isolation, exact resume, compile counts, the
+CLI (``sweep --strategy``, ``sweep compare``), and a search directory written
+by an earlier version.
 
 One tiny PPO population (2 seeds x 4 members, 3 rounds of 2 updates) serves
 every test: its programs are compiled once, with XLA's backend optimisation
@@ -8,11 +10,14 @@ off, in the process's program cache (as tests/test_sweep.py does).
 """
 
 import csv
+import importlib.util
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
+from pathlib import Path
 
 import jax
 import jax.numpy as jnp
@@ -20,10 +25,13 @@ import numpy as np
 import pytest
 from kill_9 import kill_9_when
 
-from ondevice_rl.devices.sharding import put_sharded
+import ondevice_rl
+from ondevice_rl.devices.sharding import make_mesh
 from ondevice_rl.train import cli
 from ondevice_rl.train.kit.registry import algorithms, get_algorithm
 from ondevice_rl.train.ppo import PPOConfig
+from ondevice_rl.train.run.artifacts import RunDirError
+from ondevice_rl.train.services.memory import estimate_member_bytes
 from ondevice_rl.train.sweep import (
     DEFAULT_CACHE,
     PBT,
@@ -31,13 +39,20 @@ from ondevice_rl.train.sweep import (
     LogUniform,
     SweepSpecError,
     build_plan,
+    check_plan,
+    checkpoints,
+    compare,
     population,
-    run_search,
-    search_space,
+    programs,
+    run_sweep,
+    space,
 )
-from ondevice_rl.train.sweep.search_setup import check_fits, keys_as_data, prepare
-from ondevice_rl.train.sweep.search_space import SearchSpace
-from ondevice_rl.train.sweep.strategies import EXPLOITED, REFILLED, rung_ages
+from ondevice_rl.train.sweep.engine import round_lengths
+from ondevice_rl.train.sweep.halving import rung_ages
+from ondevice_rl.train.sweep.pbt import copy_rows
+from ondevice_rl.train.sweep.population import EXPLOITED, REFILLED
+from ondevice_rl.train.sweep.programs import check_fits
+from ondevice_rl.train.sweep.rounds import Run, search_setup
 
 FAST = {"xla_backend_optimization_level": 0}
 TINY = PPOConfig(
@@ -52,6 +67,8 @@ TINY = PPOConfig(
 SEARCH = {"learning_rate": [1e-3, 3e-3, 1e-2, 1e30], "gamma": LogUniform(0.9, 0.99)}
 KWARGS = dict(seeds=2, search=SEARCH, samples=1, round_updates=2, score_episodes=4)
 TRACES = []
+#: A search directory an earlier version wrote (``test_a_search_directory_*``).
+OLD_SEARCH = Path(__file__).parent / "data" / "sweep_dirs" / "pbt"
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -71,9 +88,7 @@ def fast_cache():
         return traced
 
     with pytest.MonkeyPatch.context() as patch:
-        from ondevice_rl.train.sweep import search_setup
-
-        patch.setattr(search_setup, "round_fn", counted)
+        patch.setattr(programs, "round_fn", counted)
         yield DEFAULT_CACHE
     DEFAULT_CACHE.clear()
     DEFAULT_CACHE.compiler_options = saved
@@ -82,14 +97,14 @@ def fast_cache():
 @pytest.fixture(scope="module")
 def pbt(tmp_path_factory):
     out = tmp_path_factory.mktemp("pbt")
-    result = run_search(TINY, PBT(fraction=0.25), out=out, **KWARGS)
+    result = run_sweep(TINY, strategy=PBT(fraction=0.25), checkpoints=out, **KWARGS)
     return result, out
 
 
 @pytest.fixture(scope="module")
 def halving(pbt):
     # after pbt: its init and round programs are the ones halving reuses
-    return run_search(TINY, Halving(eta=2, min_rounds=1), **KWARGS)
+    return run_sweep(TINY, strategy=Halving(eta=2, min_rounds=1), **KWARGS)
 
 
 def assert_copied(before, after, parent):
@@ -101,6 +116,26 @@ def assert_copied(before, after, parent):
         for i in range(len(parent)):
             want = old[i] if parent[i] < 0 or "key" in name else old[parent[i]]
             np.testing.assert_array_equal(leaf[i], want, err_msg=f"{name} of {i}")
+
+
+def round_and_step(config, search, strategy, k, samples):
+    """The population of ``build_plan(config, 2, search, samples=samples)``
+    after one round of ``k`` updates, as host arrays (keys as data), and
+    what ``strategy``'s step makes of it: ``(before, after, record)``."""
+    plan = build_plan(config, 2, search, samples=samples)
+    lengths = round_lengths(config.num_updates, k)
+    run = Run(plan, strategy, lengths, make_mesh(), DEFAULT_CACHE, 4)
+    setup = search_setup(run, False, 0)
+    made, size = setup.programs, setup.shape[0]
+    pop = made.init(size)(made.place(setup.inputs))
+    start, window = made.replicate(np.int32(0)), made.replicate(np.float32(4))
+    pop = made.round(size, k)(pop, start, window)
+    before = jax.tree.map(np.asarray, checkpoints.keys_as_data(pop))
+    extras = jax.tree.map(made.replicate, setup.extras)
+    after, record = made.step(strategy, setup.shape, len(lengths), setup.extras)(
+        pop, *extras
+    )
+    return before, jax.tree.map(np.asarray, checkpoints.keys_as_data(after)), record
 
 
 # --- pieces, by hand ------------------------------------------------------------
@@ -128,18 +163,18 @@ def test_window_score_counts_the_last_episodes():
 
 def test_space_samples_and_explores_within_its_ranges():
     config = TINY
-    space = SearchSpace.build(config, SEARCH)
+    arrays = space.SearchSpace.build(config, SEARCH)
     fields = config.HYPERPARAMS._fields
     keys = jax.random.split(jax.random.key(0), 256)
     base = config.replace(learning_rate=3e-3, gamma=0.95).hyperparams
 
     @jax.jit
-    def both(space, keys):
-        draw = jax.vmap(search_space.sample, in_axes=(None, None, 0))
-        explore = jax.vmap(search_space.explore, in_axes=(None, None, 0, None))
-        return draw(space, config.hyperparams, keys), explore(space, base, keys, 0.0)
+    def both(arrays, keys):
+        draw = jax.vmap(space.sample, in_axes=(None, None, 0))
+        explore = jax.vmap(space.explore, in_axes=(None, None, 0, None))
+        return draw(arrays, config.hyperparams, keys), explore(arrays, base, keys, 0.0)
 
-    drawn, explored = both(space, keys)
+    drawn, explored = both(arrays, keys)
     assert set(np.asarray(drawn.learning_rate).tolist()) <= {
         float(np.float32(v)) for v in SEARCH["learning_rate"]
     }
@@ -159,9 +194,6 @@ def test_space_samples_and_explores_within_its_ranges():
 
 
 def test_row_copy_is_bit_for_bit_and_keeps_keys():
-    from ondevice_rl.devices.sharding import make_mesh
-    from ondevice_rl.train.sweep.row_copy import copy_rows
-
     floats = np.asarray([[1.0, 2.0], [-0.0, np.nan], [3.0, 4.0]], np.float32)
     floats[1, 1] = np.frombuffer(np.uint32(0x7FC00123).tobytes(), np.float32)[0]
     tree = {
@@ -190,20 +222,16 @@ def test_requests_a_search_cannot_run_are_one_line():
     for kwargs, message in cases:
         plan = build_plan(TINY, 2, **kwargs)
         with pytest.raises(SweepSpecError, match=message) as err:
-            prepare(plan, kwargs["search"], "pbt", round_updates=2)
+            check_plan(plan, "pbt", round_updates=2)
         assert "\n" not in str(err.value)
     plan = build_plan(TINY, 1, SEARCH, samples=1)
-    with pytest.raises(SweepSpecError, match="need one member per seed, got"):
-        prepare(plan, SEARCH, "random", round_updates=2, solo_keys=True)
     with pytest.raises(SweepSpecError, match="no rung falls within"):
-        prepare(plan, SEARCH, Halving(min_rounds=4), round_updates=2)
+        check_plan(plan, Halving(min_rounds=4), round_updates=2)
+    with pytest.raises(SweepSpecError, match="unknown strategy 'grid'"):
+        check_plan(plan, "grid")
     with pytest.raises(SweepSpecError, match="fraction"):
         PBT(fraction=0.7)
-    from ondevice_rl.devices.sharding import make_mesh
-
     mesh = make_mesh()
-    from ondevice_rl.train.services.memory import estimate_member_bytes
-
     budget = 5 * estimate_member_bytes(TINY) // mesh.devices.size + 1
     with pytest.raises(SweepSpecError) as err:
         check_fits(TINY, 64, mesh, budget, "pbt")
@@ -214,12 +242,11 @@ def test_requests_a_search_cannot_run_are_one_line():
 
 
 def test_pbt_copies_the_best_into_the_worst_and_explores(pbt):
-    result, _ = pbt
-    events, parent = result.lineage("event"), result.lineage("parent")
-    score, finite = result.lineage("score"), result.lineage("finite")
-    group = result.group[: result.members]
+    lineage = pbt[0].lineage
+    events, parent = lineage["event"], lineage["parent"]
+    score, finite, group = lineage["score"], lineage["finite"], lineage.group
     k = PBT(fraction=0.25).copies(4)
-    for r in range(result.done - 1):  # no step after the last round
+    for r in range(lineage.done - 1):  # no step after the last round
         for g in (0, 1):
             members = np.flatnonzero(group == g)
             copied = [i for i in members if events[r, i] == EXPLOITED]
@@ -235,19 +262,17 @@ def test_pbt_copies_the_best_into_the_worst_and_explores(pbt):
 
 
 def test_a_non_finite_member_is_replaced_from_a_good_one(pbt):
-    result, _ = pbt
-    finite, events = result.lineage("finite"), result.lineage("event")
-    bad = result.nonfinite()
+    lineage = pbt[0].lineage
+    finite, events = lineage["finite"], lineage["event"]
+    bad = lineage.nonfinite()
     assert bad and bad[0][0] == 1  # lr 1e30 diverges in the first round
     for r, i, _ in bad:
-        if r < result.done:  # replaced in the step after its round
-            assert (
-                events[r - 1, i] == EXPLOITED
-                and finite[r - 1, result.lineage("parent")[r - 1, i]]
-            )
-    picks = result.handed_back()
+        if r < lineage.done:  # replaced in the step after its round
+            assert events[r - 1, i] == EXPLOITED
+            assert finite[r - 1, lineage["parent"][r - 1, i]]
+    picks = lineage.handed_back()
     assert all(
-        p is not None and np.isfinite(result.final_scores()[p]) for p in picks.values()
+        p is not None and np.isfinite(lineage.final_scores()[p]) for p in picks.values()
     )
 
 
@@ -255,13 +280,7 @@ def test_exploit_copies_the_whole_state_but_the_key():
     """The step on the device: losers hold their donor's every leaf of the
     train state (params, optimiser, normaliser, env states) but their own
     PRNG key; everyone else is untouched."""
-    plan = build_plan(TINY, 2, SEARCH, samples=1)
-    setup = prepare(plan, SEARCH, PBT(fraction=0.25), round_updates=2)
-    pop = setup.rounds()[2](setup.initial(), jnp.int32(0), jnp.float32(4))
-    before = jax.tree.map(np.asarray, keys_as_data(pop))
-    extras = list(put_sharded(setup.extras, setup.programs.replicated))
-    after, record = setup.step()(pop, *extras)
-    after = jax.tree.map(np.asarray, keys_as_data(after))
+    before, after, record = round_and_step(TINY, SEARCH, PBT(fraction=0.25), 2, 1)
     parent = np.asarray(record.parent)
     losers = np.flatnonzero(parent >= 0)
     assert len(losers) == 2
@@ -278,37 +297,36 @@ def test_an_interrupted_search_resumes_to_the_same_numbers(pbt, tmp_path):
         if r == 0:
             raise KeyboardInterrupt
 
-    cut = run_search(TINY, PBT(), out=out, on_round=stop_after_first_round, **KWARGS)
-    assert cut.interrupted and cut.done == 1 and cut.programs_compiled == 0
-    resumed = run_search(TINY, PBT(), out=out, resume=True, **KWARGS)
-    assert resumed.resumed_from == 1 and resumed.done == whole.done
+    pbt = dict(strategy=PBT(), **KWARGS)
+    cut = run_sweep(TINY, checkpoints=out, on_round=stop_after_first_round, **pbt)
+    assert cut.interrupted and cut.lineage.done == 1 and cut.programs_compiled == 0
+    resumed = run_sweep(TINY, checkpoints=out, resume=True, **pbt)
+    lineage = resumed.lineage
+    assert lineage.resumed_from == 1 and lineage.done == whole.lineage.done
     for name in ("score", "parent", "event", "hp/learning_rate", "hp/gamma"):
-        np.testing.assert_array_equal(resumed.lineage(name), whole.lineage(name), name)
-    for name, curve in whole.curves.items():
-        np.testing.assert_array_equal(resumed.curves[name], curve, name)
+        np.testing.assert_array_equal(lineage[name], whole.lineage[name], name)
+    for got, want in zip(resumed.metrics, whole.metrics, strict=True):
+        for name, curve in want.items():
+            np.testing.assert_array_equal(got[name], curve, name)
     # A population of another size (another device count pads it otherwise):
     # one line saying so, not a leaf's shape.
-    from ondevice_rl.train.run.artifacts import RunDirError
-    from ondevice_rl.train.sweep import search_store
-
-    done, path, _ = search_store.latest_round(out)
-    arrays = dict(np.load(path / search_store.POPULATION_FILE))
+    done, path, _ = checkpoints.latest_round(out)
+    arrays = dict(np.load(path / checkpoints.POPULATION_FILE))
     size = len(arrays["group"])
     fewer = {k: a[:-1] if a.ndim and len(a) == size else a for k, a in arrays.items()}
-    lineage = dict(np.load(path / search_store.LINEAGE_FILE))
-    search_store.save_round(tmp_path / "other", done, fewer, lineage)
+    lineage = dict(np.load(path / checkpoints.LINEAGE_FILE))
+    checkpoints.save_round(tmp_path / "other", done, fewer, lineage)
     with pytest.raises(RunDirError, match=f"a population of {size - 1}, this search"):
-        run_search(TINY, PBT(), out=tmp_path / "other", resume=True, **KWARGS)
+        run_sweep(TINY, checkpoints=tmp_path / "other", resume=True, **pbt)
 
 
 # --- successive halving ----------------------------------------------------------
 
 
 def test_halving_stops_the_worse_half_and_refills_without_recompiling(halving):
-    result = halving
-    events, trial = result.lineage("event"), result.lineage("trial")
-    rung = result.lineage("rung")
-    group = result.group[: result.members]
+    result, lineage = halving, halving.lineage
+    events, trial, rung = lineage["event"], lineage["trial"], lineage["rung"]
+    group = lineage.group
     # Round 1: everyone is 1 round old: each seed's 4 keep 2 (the non-finite
     # one among the stopped), 2 slots start new trials.
     for g in (0, 1):
@@ -317,8 +335,8 @@ def test_halving_stops_the_worse_half_and_refills_without_recompiling(halving):
         assert sorted(rung[0, members]) == [0, 0, 1, 1]
     refilled = np.flatnonzero(events[0] == REFILLED)
     assert len(set(trial[0, refilled])) == len(refilled)
-    assert trial[0, refilled].min() >= result.members  # new trial numbers
-    lr = result.lineage("hp/learning_rate")[0, refilled]
+    assert trial[0, refilled].min() >= lineage.members  # new trial numbers
+    lr = lineage["hp/learning_rate"][0, refilled]
     assert set(lr.tolist()) <= {float(np.float32(v)) for v in SEARCH["learning_rate"]}
     # Round 2: the first cohort (2 per seed) is 2 rounds old: one goes on; the
     # refills (1 round old) are halved too.
@@ -331,9 +349,9 @@ def test_halving_stops_the_worse_half_and_refills_without_recompiling(halving):
 
 def test_new_values_and_refills_never_recompile(halving):
     traces = len(TRACES)
-    again = run_search(
+    again = run_sweep(
         TINY,
-        Halving(eta=2, min_rounds=1),
+        strategy=Halving(eta=2, min_rounds=1),
         seeds=[5, 6],
         search={"learning_rate": LogUniform(1e-4, 1e-3), "clip_eps": [0.1, 0.3]},
         samples=2,
@@ -341,7 +359,7 @@ def test_new_values_and_refills_never_recompile(halving):
         score_episodes=4,
     )
     assert again.programs_compiled == 0 and len(TRACES) == traces
-    assert (again.lineage("event") == REFILLED).sum() > 0
+    assert (again.lineage["event"] == REFILLED).sum() > 0
 
 
 # --- CLI ----------------------------------------------------------------------------
@@ -357,8 +375,6 @@ CLI_TINY = [
 
 
 def test_cli_pbt_writes_lineage_report_and_members(pbt, tmp_path, capsys):
-    import ondevice_rl
-
     whole, _ = pbt
     out = tmp_path / "pbt"
     assert cli.main(["sweep", "--strategy", "pbt", "--out", str(out), *CLI_TINY]) == 0
@@ -367,7 +383,7 @@ def test_cli_pbt_writes_lineage_report_and_members(pbt, tmp_path, capsys):
     summary = json.loads((out / "summary.json").read_text())
     assert summary["programs_compiled"] == 0 and summary["strategy"]["name"] == "pbt"
     assert [p["member"] for p in summary["handed_back"]] == list(
-        whole.handed_back().values()
+        whole.lineage.handed_back().values()
     )
     assert summary["nonfinite"] and 0 <= summary["timing"]["step_share"] < 1
     with (out / "lineage.csv").open() as f:
@@ -380,7 +396,9 @@ def test_cli_pbt_writes_lineage_report_and_members(pbt, tmp_path, capsys):
     assert policy.run.member == best
     lr = summary["handed_back"][0]["hp"]["learning_rate"]
     assert (
-        ondevice_rl.load_policy(out, member=whole.handed_back()[0]).config.learning_rate
+        ondevice_rl.load_policy(
+            out, member=whole.lineage.handed_back()[0]
+        ).config.learning_rate
         == lr
     )
 
@@ -404,23 +422,46 @@ def test_cli_bad_search_requests_exit_2_with_one_line(args, message, capsys, tmp
     assert not out.exists()
 
 
-def test_the_comparison_script_at_a_tiny_size(pbt, halving, tmp_path, capsys):
-    # after the fixtures: their programs (init, round, steps) are reused
-    """``python -m ondevice_rl.train.sweep.compare``: the same space, N and
-    env steps per method, paired by search seed, each handed-back member
-    evaluated deterministically; files and numbers as documented."""
-    from ondevice_rl.train.sweep import compare
+def test_a_search_directory_written_before_resumes_and_loads(pbt, tmp_path, capsys):
+    """``OLD_SEARCH``: ``sweep --strategy pbt *CLI_TINY`` as an earlier
+    version wrote it (checkpoints of rounds 2 and 3). Its members load; its
+    last round taken away, ``sweep --resume`` continues from round 2 and
+    writes the lineage and table the earlier version wrote."""
+    out = tmp_path / "pbt"
+    shutil.copytree(OLD_SEARCH, out)
+    summary = json.loads((out / "summary.json").read_text())
+    assert (
+        ondevice_rl.load_policy(out, member="best").run.member == summary["best_member"]
+    )
+    tables = {name: (out / name).read_text() for name in ("lineage.csv", "sweep.csv")}
+    shutil.rmtree(out / "search" / "round-3")
+    for name in ("lineage.csv", "sweep.csv", "summary.json"):
+        (out / name).unlink()
+    assert cli.main(["sweep", "--resume", "--out", str(out), "--no-progress"]) == 0
+    assert "resumed after round 2" in capsys.readouterr().err
+    for name, text in tables.items():
+        assert (out / name).read_text() == text, name
+    resumed = json.loads((out / "summary.json").read_text())
+    assert resumed["handed_back"] == summary["handed_back"]
 
+
+def test_sweep_compare_at_a_tiny_size(pbt, halving, tmp_path, capsys):
+    # after the fixtures: their programs (init, round, steps) are reused
+    """``ondevice-rl sweep compare``: the same space, N and env steps per
+    method, paired by search seed, each handed-back member evaluated
+    deterministically; files and numbers as documented. The docs' figure
+    and the joining of comparisons (``benchmarks/search_evidence.py``) take
+    its record."""
     argv = [
-        "--env", "CartPole-v1", "--total-timesteps", "96", "--set", "num_envs=2",
-        "--set", "num_steps=8", "--set", "update_epochs=1", "--set",
-        "num_minibatches=1", "--set", "hidden=[8]", "--members", "4",
+        "sweep", "compare", "--env", "CartPole-v1", "--total-timesteps", "96",
+        "--set", "num_envs=2", "--set", "num_steps=8", "--set", "update_epochs=1",
+        "--set", "num_minibatches=1", "--set", "hidden=[8]", "--members", "4",
         "--search-seeds", "2", "--round-updates", "2", "--score-episodes", "4",
         "--eval-episodes", "4", "--halving-budget", "1", "--out", str(tmp_path),
         "--no-progress", "--search", "learning_rate=loguniform:1e-4:1e-1",
-        "--search", "gamma=loguniform:0.9:0.99",
+        "--search", "gamma=loguniform:0.9:0.99", "--cpu-devices", "1",
     ]  # fmt: skip
-    assert compare.main(argv) == 0
+    assert cli.main(argv) == 0
     record = json.loads((tmp_path / "compare.json").read_text())
     rows = {r["method"]: r for r in record["methods"]}
     assert list(rows) == ["random", "pbt", "halving"]
@@ -434,13 +475,48 @@ def test_the_comparison_script_at_a_tiny_size(pbt, halving, tmp_path, capsys):
         assert all(np.isfinite(s) for s in r["training_scores"])
     diff = rows["pbt"]["minus_random"]
     assert diff["ci"][0] <= diff["mean"] <= diff["ci"][1]
-    assert "| pbt | 768 |" in (tmp_path / "compare.md").read_text()
-    assert (tmp_path / "compare.png").stat().st_size > 0
+    table = (tmp_path / "compare.md").read_text()
+    assert "| pbt | 768 |" in table and capsys.readouterr().out == table
     assert [r["slots"] for r in rows.values()] == [4, 4, 4]
-    # --merge joins comparisons (here the run with itself) without training.
+    _the_evidence_joins_comparisons(record, tmp_path)
+    # Halving's half budget as shorter slots (the default) or as half the
+    # slots at full length: the plan it would search.
+    space = {"learning_rate": LogUniform(1e-4, 1e-1), "gamma": LogUniform(0.9, 0.99)}
+    how = compare.Comparison(members=4, seeds=(0, 1), eta=3, min_rounds=2)
+    shorter = compare.method_setup("halving", TINY, space, how)[3]
+    how = how._replace(halving_spend="slots")
+    _, slots, strategy, fewer = compare.method_setup("halving", TINY, space, how)
+    assert len(shorter.members) == 8 and shorter.base.total_timesteps == 48
+    assert len(fewer.members) == 4 and fewer.base.total_timesteps == 96
+    assert sorted({m.seed for m in fewer.members}) == [0, 1]  # 2 slots per seed
+    assert strategy == Halving(eta=3, min_rounds=2, brackets=1) and slots == 2
+    # Bad requests are one line before any method trains.
+    for extra, message in [
+        (["--eta", "1"], "halving eta must be an integer >= 2"),
+        (["--min-rounds", "9"], "no rung falls within"),
+        (["--methods", "random,bogus"], "unknown method 'bogus'"),
+        (["--first-seed", "-1"], "--first-seed"),
+    ]:
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(compare, "run_plan", None)  # would fail if it trained
+            assert cli.main([*argv, *extra]) == 2
+        err = capsys.readouterr().err.strip()
+        assert err.startswith("ondevice-rl sweep compare: error:"), err
+        assert message in err and "\n" not in err
+
+
+def _the_evidence_joins_comparisons(record, tmp_path):
+    """``benchmarks/search_evidence.py merge``: comparisons (here the run
+    with itself) joined without training, with the docs' figure."""
+    path = Path(__file__).parents[1] / "benchmarks" / "search_evidence.py"
+    spec = importlib.util.spec_from_file_location("search_evidence", path)
+    evidence = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(evidence)
     merged_dir = tmp_path / "merged"
-    argv_merge = ["--merge", str(tmp_path), str(tmp_path), "--out", str(merged_dir)]
-    assert compare.main(argv_merge) == 0
+    assert (
+        evidence.main(["merge", str(tmp_path), str(tmp_path), "--out", str(merged_dir)])
+        == 0
+    )
     merged = json.loads((merged_dir / "compare.json").read_text())
     for row, part in zip(merged["methods"], record["methods"], strict=True):
         assert row["eval_returns"] == part["eval_returns"] * 2
@@ -448,48 +524,7 @@ def test_the_comparison_script_at_a_tiny_size(pbt, halving, tmp_path, capsys):
         assert row["ci"][0] <= row["iqm"] <= row["ci"][1]
     assert merged["search_seeds"] == record["search_seeds"] * 2
     assert "minus_random" in merged["methods"][1] and len(merged["parts"]) == 2
-    # Halving's half budget as shorter slots (the default) or as half the
-    # slots at full length: the plan it would search.
-    planned = {}
-
-    def capture(plan, search, strategy, **kwargs):
-        planned[args.halving_spend] = plan
-        planned["strategy"] = strategy
-        raise InterruptedError
-
-    args = compare.parse_args(
-        [*argv, "--halving-budget", "0.5", "--eta", "3", "--min-rounds", "2"]
-    )
-    config, space = compare.base_config(args), compare.parse_space(args.search)
-    for spend in ("length", "slots"):
-        args.halving_spend = spend
-        with pytest.MonkeyPatch.context() as patch:
-            patch.setattr(compare, "search_plan", capture)
-            with pytest.raises(InterruptedError):
-                compare.run_method("halving", config, space, 4, [0, 1], args)
-    shorter, fewer = planned["length"], planned["slots"]
-    assert len(shorter.members) == 8 and shorter.base.total_timesteps == 48
-    assert len(fewer.members) == 4 and fewer.base.total_timesteps == 96
-    assert sorted({m.seed for m in fewer.members}) == [0, 1]  # 2 slots per seed
-    assert planned["strategy"] == compare.Halving(eta=3, min_rounds=2, brackets=1)
-    args = compare.parse_args([*argv, "--first-seed", "3", "--methods", "halving"])
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(compare, "search_plan", capture)
-        with pytest.raises(InterruptedError):
-            compare.compare(args)
-    assert sorted({m.seed for m in planned["length"].members}) == [3, 4]
-    # Bad requests are one line before any method trains.
-    capsys.readouterr()
-    for extra, message in [
-        (["--eta", "1"], "halving eta must be an integer >= 2"),
-        (["--min-rounds", "9"], "no rung falls within"),
-        (["--methods", "random,bogus"], "unknown method 'bogus'"),
-    ]:
-        with pytest.MonkeyPatch.context() as patch:
-            patch.setattr(compare, "search_plan", capture)  # would raise
-            assert compare.main([*argv, *extra]) == 2
-        err = capsys.readouterr().err.strip()
-        assert message in err and "\n" not in err
+    assert (merged_dir / "compare.png").stat().st_size > 0
 
 
 # --- slow: every learner, a real kill, two processes ---------------------------------
@@ -517,23 +552,17 @@ def test_every_learner_copies_its_whole_state_and_refills(name):
     config = algorithm.config(
         hidden=(8,), **{k: v for k, v in EVERY[name].items() if k in fields}
     )
-    space = {"learning_rate": LogUniform(1e-4, 1e-2), "gamma": [0.9, 0.99]}
-    plan = build_plan(config, 2, space, samples=2)
+    search = {"learning_rate": LogUniform(1e-4, 1e-2), "gamma": [0.9, 0.99]}
     k = config.num_updates // 2
-    setup = prepare(plan, space, PBT(fraction=0.5), round_updates=k)
-    pop = setup.rounds()[k](setup.initial(), jnp.int32(0), jnp.float32(4))
-    before = jax.tree.map(np.asarray, keys_as_data(pop))
-    extras = list(put_sharded(setup.extras, setup.programs.replicated))
-    after, record = setup.step()(pop, *extras)
-    after = jax.tree.map(np.asarray, keys_as_data(after))
+    before, after, record = round_and_step(config, search, PBT(fraction=0.5), k, 2)
     parent = np.asarray(record.parent)
     assert (parent >= 0).sum() == 4  # half of each seed's 4 members
     assert_copied(before.state, after.state, parent)
-    halving = run_search(
-        config, Halving(), seeds=2, search=space, samples=2, round_updates=k
+    halving = run_sweep(
+        config, strategy=Halving(), seeds=2, search=search, samples=2, round_updates=k
     )
-    assert (halving.lineage("event") == REFILLED).sum() > 0
-    assert np.all(np.isfinite(halving.curves["episode_return"]))
+    assert (halving.lineage["event"] == REFILLED).sum() > 0
+    assert all(np.isfinite(m["episode_return"]).all() for m in halving.metrics)
 
 
 @pytest.mark.slow
@@ -542,17 +571,17 @@ def test_halving_brackets_judge_later_brackets_later():
     ages 1, 2, 4, bracket 1 at 2, 4; slots are dealt to brackets in turn."""
     config = TINY.replace(total_timesteps=2 * 8 * 12)  # 6 rounds of 2
     space = {"learning_rate": LogUniform(1e-4, 1e-2)}
-    result = run_search(
-        config, Halving(eta=2, min_rounds=1, brackets=2), seeds=1, search=space,
-        samples=8, round_updates=2, score_episodes=4,
+    result = run_sweep(
+        config, strategy=Halving(eta=2, min_rounds=1, brackets=2), seeds=1,
+        search=space, samples=8, round_updates=2, score_episodes=4,
     )  # fmt: skip
-    events = result.lineage("event")
+    events = result.lineage["event"]
     place = np.arange(8)  # one group: a member's place is its index
     first, second = place % 2 == 0, place % 2 == 1
     assert (events[0, first] == REFILLED).sum() == 2  # 4 in bracket 0 -> 2 go on
     assert (events[0, second] == REFILLED).sum() == 0  # bracket 1: not yet judged
     assert (events[1, second] == REFILLED).sum() == 2  # its first rung, age 2
-    rung = result.lineage("rung")
+    rung = result.lineage["rung"]
     assert rung[-1].max() >= 2
 
 

@@ -7,6 +7,7 @@ avoids jaxlib's deadlock, see ``ondevice_rl/cpu/flags.py``). The multi-host chec
 starts two processes that meet on a loopback coordinator (gloo collectives).
 """
 
+import json
 import os
 import socket
 import subprocess
@@ -146,6 +147,66 @@ def test_data_parallel_over_two_devices_learns_cartpole(tmp_path):
     returns = _run_worker("dp-learn", tmp_path / "learn.npz", 2)["learn/episode_return"]
     assert returns[-10:].mean() > 100.0
     assert returns[-10:].mean() > returns[:10].mean() + 50.0
+
+
+# --- ondevice-rl train --devices: one run over 2 simulated devices --------------
+
+
+@pytest.fixture(scope="module")
+def dp_run(tmp_path_factory) -> dict:
+    """One process, 2 CPU devices: the data-parallel runs' arrays and lines."""
+    out = tmp_path_factory.mktemp("dp-run") / "dp-run.npz"
+    return _run_worker("dp-run", out, 2)
+
+
+def test_train_devices_writes_a_run_directory_and_eval_reads_it(dp_run):
+    assert dp_run["cli/status"] == 0, dp_run["cli/stderr"]
+    files = str(dp_run["cli/files"]).split()
+    for name in ("config.json", "metrics.jsonl", "curve.png", "checkpoint"):
+        assert name in files, files
+    info = json.loads(str(dp_run["cli/config"]))
+    assert info["devices"] == 2 and info["status"] == "finished"  # --devices all
+    assert info["updates"] == 4
+    rows = [json.loads(line) for line in str(dp_run["cli/metrics"]).splitlines()]
+    assert [r["update"] for r in rows] == [1, 2, 3, 4]
+    evaluated = [r["update"] for r in rows if r["eval_return"] is not None]
+    assert evaluated == [2, 4]  # --eval-every 2, inside the program
+    assert dp_run["eval/status"] == 0, dp_run["eval/stderr"]  # a policy as any
+
+
+def test_segmented_data_parallel_run_equals_the_one_shot_program(dp_run):
+    seg, whole = _tagged(dp_run, "seg"), _tagged(dp_run, "whole")
+    assert seg.keys() == whole.keys() and len(seg["total_loss"]) == 4
+    ended = whole["episodes"] > 0  # a row's episode stats: null where none ended
+    for name in seg:  # rows of one update each: the per-update metrics
+        expected = whole[name]
+        if name in ("episode_return", "episode_length"):
+            expected = np.where(ended, expected, np.nan)
+        np.testing.assert_array_equal(seg[name], expected, err_msg=name)
+
+
+def test_data_parallel_run_stopped_and_resumed_equals_the_straight_one(dp_run):
+    assert dp_run["stopped/updates"] == 2
+    resumed, straight = _tagged(dp_run, "resumed"), _tagged(dp_run, "straight")
+    assert resumed.keys() == straight.keys() and len(resumed["total_loss"]) == 4
+    for name in resumed:
+        np.testing.assert_array_equal(resumed[name], straight[name], err_msg=name)
+
+
+def test_what_data_parallel_cannot_do_is_one_line_before_compiling(dp_run):
+    expected = [
+        "--devices 2: num_envs=3 is not divisible by 2 devices",
+        "--devices 2: per-device batch 16 is not divisible by num_minibatches=32",
+        "--devices 2: data-parallel PPO does not normalise obs or rewards",
+        "--devices 3: only 2 devices here (on CPU, XLA_FLAGS="
+        "--xla_force_host_platform_device_count=3 simulates more)",
+    ]
+    for i, message in enumerate(expected):
+        err = str(dp_run[f"refused/{i}/stderr"])
+        assert dp_run[f"refused/{i}/status"] == 2, err
+        assert err == f"ondevice-rl train: error: {message}\n", err
+        assert dp_run[f"refused/{i}/compiles"] == 0
+        assert not dp_run[f"refused/{i}/made"]  # nothing written
 
 
 # --- configuration of the multi-controller runtime (no subprocess) ---------------

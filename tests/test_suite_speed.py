@@ -4,7 +4,7 @@ auto-resetting step in the same harness."""
 import jax
 import pytest
 
-from ondevice_rl.train.bench import env_speed, suite_speed
+from ondevice_rl.train.bench import env_speed
 
 pytest.importorskip("pgx")
 
@@ -35,6 +35,6 @@ def test_pgx_minatar_ours_and_pgx_auto_reset_play_the_same_episodes(monkeypatch)
     keeps each step's done flags, as a rollout does; when it only summed
     them, our program recomputed the draw in 23 kernels against pgx's 8."""
     ours = _run_compiled(monkeypatch, env_speed.bench_ours, 4, 64)
-    theirs = _run_compiled(monkeypatch, suite_speed.bench_suite, 4, 64)
+    theirs = _run_compiled(monkeypatch, env_speed.bench_suite, 4, 64)
     assert ours["episodes"] == theirs["episodes"] > 0
     assert ours["hlo"].count(" xor(") <= theirs["hlo"].count(" xor(")

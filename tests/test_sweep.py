@@ -1,4 +1,5 @@
-"""Sweeps: search specs, populations compiled once, grouping, chunking, CLI.
+"""Sweeps: search specs, populations compiled once, grouping, chunking, CLI,
+and sweep directories written by earlier versions.
 
 Programs here are tiny and compiled with XLA's backend optimisation off (a few
 times faster to compile on CPU): the process-wide ``DEFAULT_CACHE`` is
@@ -8,33 +9,50 @@ switched to that for this module, so the CLI test reuses the programs too.
 import csv
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
+from pathlib import Path
 
 import jax
 import numpy as np
 import pytest
 from kill_9 import kill_9_when
 
+import ondevice_rl
 from ondevice_rl import envs
+from ondevice_rl.devices.sharding import make_mesh
+from ondevice_rl.evaluation import evaluate
 from ondevice_rl.train import cli
+from ondevice_rl.train.cli import main
+from ondevice_rl.train.cli import sweep as sweep_cli
+from ondevice_rl.train.kit.registry import trainer_for
+from ondevice_rl.train.kit.state import policy_params
 from ondevice_rl.train.ppo import PPOConfig, make_train
+from ondevice_rl.train.recipes import results
+from ondevice_rl.train.recipes.loader import load_recipe
+from ondevice_rl.train.services.memory import (
+    estimate_member_bytes,
+    memory_budget,
+    plan_chunks,
+)
 from ondevice_rl.train.sweep import (
     DEFAULT_CACHE,
     LogUniform,
     SweepSpecError,
     Uniform,
     build_plan,
-    estimate_member_bytes,
-    memory_budget,
-    plan_chunks,
-    program,
+    programs,
     report,
+    request,
     run_plan,
     run_sweep,
     scores,
+    seed_sets,
 )
+from ondevice_rl.train.sweep.member_eval import EVAL_SALT
+from ondevice_rl.train.use.loading import load_run
 
 FAST = {"xla_backend_optimization_level": 0}
 TINY = PPOConfig(
@@ -47,6 +65,9 @@ TINY = PPOConfig(
 )
 SEARCH = {"learning_rate": [1e-3, 3e-2]}
 LENGTHS = {"length": [0.5, 1.0]}
+#: Directories the sweep engine wrote before it trained every population in
+#: rounds (tests/data/sweep_dirs, see ``test_a_sweep_directory_written_before_*``).
+OLD_DIRS = Path(__file__).parent / "data" / "sweep_dirs"
 CLI_TINY = [
     "--total-timesteps", "96", "--num-envs", "2", "--num-steps", "8",
     "--update-epochs", "1", "--num-minibatches", "1", "--hidden", "8",
@@ -64,20 +85,20 @@ def trace_count() -> int:
 @pytest.fixture(scope="module", autouse=True)
 def count_traces():
     """Counts traces of population programs, in or out of the program cache:
-    a Python side effect in the function ``compile_program`` traces."""
-    member_program = program.member_program
+    a Python side effect in the ``init`` every population program traces."""
+    init_fn = programs.init_fn
 
-    def counted(config):
-        member = member_program(config)
+    def counted(config, solo_keys=False):
+        init = init_fn(config, solo_keys)
 
         def traced(*args):
             TRACES.append(config)
-            return member(*args)
+            return init(*args)
 
         return traced
 
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(program, "member_program", counted)
+        patch.setattr(programs, "init_fn", counted)
         yield
 
 
@@ -301,8 +322,6 @@ def test_result_table_ranking_curves_and_files(base, tmp_path):
 
 
 def test_memory_budget_is_positive():
-    from ondevice_rl.devices.sharding import make_mesh
-
     assert memory_budget(make_mesh()) > 0
 
 
@@ -336,9 +355,6 @@ def test_cli_sweep_writes_files_and_ranking(base, tmp_path, capsys):
 def kept_members_act_like_the_population(base, out, capsys):
     """Each member's final parameters are kept: load_policy, eval and render
     take the sweep directory with a member (its number or "best")."""
-    import ondevice_rl
-    from ondevice_rl.train.use.loading import load_run
-
     best = base.best_member
     run = load_run(out, member="best")
     assert run.member == best and run.step == TINY.num_updates
@@ -395,28 +411,24 @@ def test_a_diverging_member_is_flagged_and_costs_nothing_else(base, tmp_path):
             )
     rows = {r["member"]: r for r in result.rows()}
     assert all(rows[i]["nonfinite"].startswith("non-finite") for i in bad)
-    summary = json.loads(report.write_summary(result, tmp_path / "s.json").read_text())
-    assert set(summary["nonfinite"]) == {str(i) for i in bad}
+    assert set(report.summary(result)["nonfinite"]) == {str(i) for i in bad}
 
 
 def test_sweep_takes_a_recipe_as_its_base(tmp_path):
     """``sweep --recipe``: the recipe's settings are the base config; flags
     sweep over it; sweep.json keeps both (nothing compiled here)."""
-    from ondevice_rl.train.cli import sweep as sweep_cli
-    from ondevice_rl.train.recipes.loader import load_recipe
-
     argv = ["sweep", "--recipe", "cartpole_dqn", "--learning-rate", "1e-3,1e-4",
             "--out", str(tmp_path)]  # fmt: skip
     args = cli.build_parser(argv).parse_args(argv)
     spec = sweep_cli._read_args(args)
-    request = sweep_cli._request(args, spec)
-    plan = sweep_cli._plan(request)
+    asked = sweep_cli._request(args, spec)
+    plan = request.plan_of(asked)
     recipe = load_recipe("cartpole_dqn")
-    assert request["algo"] == "dqn" and request["recipe"] == "cartpole_dqn"
+    assert asked["algo"] == "dqn" and asked["recipe"] == "cartpole_dqn"
     assert plan.base == recipe and len(plan.members) == 2
     assert plan.members[1].config == recipe.replace(learning_rate=1e-4)
-    stored = json.loads(json.dumps(request, default=str))
-    assert sweep_cli._plan(stored).members == plan.members  # as sweep.json reads
+    stored = json.loads(json.dumps(asked, default=str))
+    assert request.plan_of(stored).members == plan.members  # as sweep.json reads
     argv = ["sweep", "--recipe", "cartpole_dqn", "--algo", "ppo"]
     assert cli.main(argv) == 2
 
@@ -456,15 +468,15 @@ def test_cli_bad_specs_exit_2_with_one_line(args, message, capsys):
 
 def test_cli_interrupt_writes_finished_members(base, tmp_path, monkeypatch, capsys):
     calls = []
-    original = program.Program.__call__
+    original = programs.Program.__call__
 
-    def interrupt_second_chunk(self, inputs):
+    def interrupt_second_chunk(self, *inputs):
         calls.append(1)
         if len(calls) == 2:
             raise KeyboardInterrupt
-        return original(self, inputs)
+        return original(self, *inputs)
 
-    monkeypatch.setattr(program.Program, "__call__", interrupt_second_chunk)
+    monkeypatch.setattr(programs.Program, "__call__", interrupt_second_chunk)
     argv = ["sweep", "--seeds", "2", "--learning-rate", "1e-3,3e-2",
             "--env-param", "length=0.5,1.0", "--chunk-size", "3",
             "--out", str(tmp_path), *CLI_TINY]  # fmt: skip
@@ -472,6 +484,32 @@ def test_cli_interrupt_writes_finished_members(base, tmp_path, monkeypatch, caps
     assert "interrupted: wrote 3 of 8 members" in capsys.readouterr().err
     with (tmp_path / "sweep.csv").open() as f:
         assert len(list(csv.DictReader(f))) == 3
+
+
+def test_a_sweep_directory_written_before_resumes_and_loads(base, tmp_path, capsys):
+    """``OLD_DIRS / "grid"``: ``sweep --seeds 2 --learning-rate 1e-3,3e-2
+    --env-param length=0.5,1.0 --chunk-size 3 *CLI_TINY`` as an earlier
+    version wrote it. Its last chunk taken away, ``sweep --resume`` trains
+    those members again (in the stored chunk size) and writes the tables the
+    earlier version wrote; its members load, and ``plot`` reads it."""
+    out = tmp_path / "grid"
+    shutil.copytree(OLD_DIRS / "grid", out)
+    policy = ondevice_rl.load_policy(out, member="best")  # as it was kept
+    assert (
+        policy.run.member
+        == json.loads((out / "summary.json").read_text())["best_member"]
+    )
+    tables = {name: (out / name).read_text() for name in ("sweep.csv", "ranking.csv")}
+    for name in ("chunk-6-2.npz", "params-6-2.npz", "sweep.csv", "ranking.csv"):
+        (out / name if name.endswith("csv") else out / "members" / name).unlink()
+    argv = ["sweep", "--resume", "--out", str(out), "--no-progress"]
+    assert cli.main(argv) == 0
+    assert "resuming: 6 member(s) already trained" in capsys.readouterr().err
+    for name, text in tables.items():
+        assert (out / name).read_text() == text, name
+    assert load_run(out, member=7).spec.seed == 1
+    assert cli.main(["plot", str(out), "--out", str(tmp_path / "curves.png")]) == 0
+    assert (tmp_path / "curves.png").stat().st_size > 0
 
 
 # --- slow ---------------------------------------------------------------------------
@@ -498,8 +536,6 @@ def test_population_of_256_cartpole_members_on_cpu():
 def test_seed_sets_state_iqm_ci_and_worst_seed_per_set(base, tmp_path, capsys):
     """``ondevice-rl seeds``' engine: a recipe over disjoint sets of seeds
     (here TINY, 2 sets of 4: the fixture's program)."""
-    from ondevice_rl.train.sweep import seed_sets
-
     record = seed_sets.measure(TINY, range(10, 18), sets=2, eval_episodes=3)
     assert [r["seeds"] for r in record["sets"]] == [
         "seeds 10-13", "seeds 14-17", "all 8 seeds"
@@ -515,11 +551,6 @@ def test_seed_sets_state_iqm_ci_and_worst_seed_per_set(base, tmp_path, capsys):
     assert "| seeds 10-13 | 4 |" in seed_sets.table(record)
     # Seed 10's deterministic evaluation: its policy trained alone, played
     # from the evaluation key.
-    from ondevice_rl.evaluation import evaluate
-    from ondevice_rl.train.kit.registry import trainer_for
-    from ondevice_rl.train.kit.state import policy_params
-    from ondevice_rl.train.sweep.member_eval import EVAL_SALT
-
     trainer = trainer_for(TINY)
     state = make_train(TINY)(jax.random.key(10), TINY.hyperparams).state
     key = jax.random.fold_in(jax.random.key(10), EVAL_SALT)
@@ -533,7 +564,7 @@ def test_seed_sets_state_iqm_ci_and_worst_seed_per_set(base, tmp_path, capsys):
         assert r["eval"]["worst"]["eval_return"] == values.min()
         assert r["eval"]["ci"][0] <= r["eval"]["iqm"] <= r["eval"]["ci"][1]
     assert "IQM deterministic evaluation (3 episodes)" in seed_sets.table(record)
-    _recipes_page_states_the_record(record, tmp_path, seed_sets)
+    _recipes_page_states_the_record(record, tmp_path)
     _the_seeds_command_states_the_same(record, tmp_path, capsys)
     # --checkpoint: the same members trained in checkpointed rounds end with
     # the same numbers; run again, it resumes from the last round, trains
@@ -557,10 +588,6 @@ def test_seed_sets_state_iqm_ci_and_worst_seed_per_set(base, tmp_path, capsys):
 def _the_seeds_command_states_the_same(record, tmp_path, capsys):
     """``ondevice-rl seeds FILE --keys 10..17 --sets 2``: the same record
     (the same program, from the population cache), its table printed."""
-    from ondevice_rl.train.cli import main
-    from ondevice_rl.train.sweep import seed_sets
-    from ondevice_rl.train.sweep.results import scores
-
     fields = {"algo": "ppo", **TINY.to_dict()}
     recipe = tmp_path / "tiny.toml"
     recipe.write_text(
@@ -582,11 +609,9 @@ def _the_seeds_command_states_the_same(record, tmp_path, capsys):
     assert record["sets"][0]["final_returns"][3] == scores(returns)["final_return"]
 
 
-def _recipes_page_states_the_record(record, tmp_path, seed_sets):
+def _recipes_page_states_the_record(record, tmp_path):
     """``make recipe-seeds``'s last step: the recipes page's table, rebuilt
     from the ``NAME_seeds.json`` records between its markers."""
-    from ondevice_rl.train.recipes import results
-
     docs = tmp_path / "results"
     docs.mkdir()
     (docs / "tiny_seeds.json").write_text(json.dumps(record))

@@ -1,6 +1,7 @@
 """XLA:CPU runtime settings: the scheduler flag (set on import, respected if
 the user chose it), the QR-per-member initialisation that removed the
-deadlock behind it, ``use_cpu_cores``, and regression runs under timeouts."""
+deadlock behind it, straight-line Threefry, ``use_cpu_cores``, and
+regression runs under timeouts."""
 
 import os
 import re
@@ -150,16 +151,24 @@ def test_repeated_execution_of_one_program_does_not_hang(scheduler):
 
 def test_threefry_is_straight_line_on_cpu_and_bits_unchanged():
     import jax
+    import numpy as np
+    from jax.extend.random import threefry_2x32
 
-    import ondevice_rl
-
-    assert ondevice_rl.STRAIGHT_LINE_THREEFRY
     text = (
         jax.jit(lambda k: jax.random.uniform(k, (3,)))
         .lower(jax.random.PRNGKey(0))
         .as_text()
     )
     assert "stablehlo.while" not in text
+    # Random123's known answers for Threefry-2x32, 20 rounds.
+    known = {
+        ((0, 0), (0, 0)): (0x6B200159, 0x99BA4EFE),
+        ((0xFFFFFFFF,) * 2, (0xFFFFFFFF,) * 2): (0x1CB996FC, 0xBB002BE7),
+        ((0x13198A2E, 0x03707344), (0x243F6A88, 0x85A308D3)): (0xC4923A9C, 0x483DF7A0),
+    }
+    for (key, count), expected in known.items():
+        hashed = jax.jit(threefry_2x32)(np.uint32(key), np.uint32(count))
+        assert tuple(int(v) for v in hashed) == expected
     # Known output of the hash (same as the rolled lowering): bits unchanged.
     env = {k: v for k, v in os.environ.items()}
     env["ONDEVICE_RL_ROLLED_THREEFRY"] = "1"
@@ -246,6 +255,7 @@ def test_use_cpu_cores_sets_the_device_count_before_the_backend_starts():
         assert ondevice_rl.use_cpu_cores(3) == 3
         assert jax.device_count() == 3
         assert ondevice_rl.use_cpu_cores(3) == 3  # same count: fine
+        assert ondevice_rl.use_cpu_cores() == 3  # started: the count it has
         try:
             ondevice_rl.use_cpu_cores(2)
         except RuntimeError as e:

@@ -1,3 +1,5 @@
-"""Checking an environment: ``check_env`` (static checks, then one compiled
-rollout, then params), a port against its gymnasium reference
-(``reference``, ``conformance``), and how every check reports (``report``)."""
+"""Checking an environment. ``check_env`` (``check_env.py``) runs, in order:
+``static`` (nothing compiled), ``rollouts`` (one compiled rollout),
+``params`` (other params sets through it), ``eager`` (its first steps op by
+op) and, with a gymnasium reference, ``reference`` (spaces, resets, then step
+by step). ``report`` holds what every check reports."""

@@ -1,7 +1,8 @@
 """What a check reports, and how it names what it saw: ``CheckResult`` (one
 line of a report), ``EnvCheckError`` (a one-line failure), an exception's
 first line with a hint for JAX's tracer errors, paths of pytree leaves,
-``float32[4]``-style shapes and short names of spaces."""
+``float32[4]``-style shapes (of a leaf or a pytree) and short names of
+spaces."""
 
 from typing import Any, NamedTuple
 
@@ -55,6 +56,16 @@ def aval(x: Any, weak: bool = True) -> str:
     name = str(dtype) if dtype is not None else jnp.dtype(jnp.result_type(x)).name
     weak = " weak" if weak and getattr(x, "weak_type", False) else ""
     return f"{name}{list(np.shape(x))}{weak}"
+
+
+def aval_tree(tree: Any) -> str:
+    """``float32[4]`` for one leaf, ``{['a']: int32[], ...}`` for a pytree."""
+    leaves = jax.tree.leaves(tree)
+    if len(leaves) == 1:
+        return aval(leaves[0])
+    return (
+        "{" + ", ".join(f"{p}: {aval(x)}" for p, x in leaves_with_paths(tree, "")) + "}"
+    )
 
 
 def describe_space(space: Discrete | Box) -> str:

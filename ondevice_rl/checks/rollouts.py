@@ -1,16 +1,19 @@
-"""The dynamic checks of an environment: one compiled rollout, run.
+"""Stage 2 of ``check_env``: the compiled rollout, with the default params.
 
 ``Rollouts(env, num_envs, num_steps)`` compiles ``jit(vmap(episode))`` once:
 ``B`` environments take ``T`` random actions from a reset; an episode that
 ends restarts from a fresh reset *outside* ``step`` (as ``AutoReset`` does),
-so ``step`` itself must never reset. Params are traced: other values
-(``ondevice_rl.checks.params``) never recompile. What each step saw comes back as a
-``Record`` ``[B, T, ...]`` and is checked on the host, where a failure can
-name the environment and the step.
+so ``step`` itself must never reset. Params are traced: the later stages run
+other values through the same program without recompiling. What each step
+saw comes back as a ``Record`` ``[B, T, ...]`` and is checked on the host by
+``rollout_checks``, where a failure can name the environment and the step.
 
-``eager`` replays the first steps of environment 0 op by op, without ``jit``:
-the same numbers are expected (randomness drawn outside the key — NumPy,
-Python — differs between the two, or between two eager runs).
+``default_rollout`` compiles and runs the program with the default params
+("jit and vmap"), checks what it saw (observations also against their
+space) and measures its steps/s. Stage 3 (``ondevice_rl.checks.params``)
+runs the program with other params sets; stage 4
+(``ondevice_rl.checks.eager``) compares its first steps with ``eager``, the
+same steps op by op.
 """
 
 import time
@@ -20,12 +23,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ondevice_rl.checks.report import CheckResult, leaves_with_paths
-from ondevice_rl.checks.static import action_mask, is_space
+from ondevice_rl.checks.report import CheckResult, leaves_with_paths, raised
+from ondevice_rl.checks.static import is_space
+from ondevice_rl.env.masks import split_action_mask
 from ondevice_rl.env.spaces import Discrete
-
-#: ``params.max_steps`` for "no time limit within the rollout".
-NO_LIMIT = 2**30
 
 
 class Record(NamedTuple):
@@ -41,6 +42,8 @@ class Record(NamedTuple):
 
 
 class Rollout(NamedTuple):
+    """What ``Rollouts.run`` returns (NumPy leaves)."""
+
     first_obs: Any  # [B, *obs_shape], the reset's observation
     first_time: jax.Array  # [B] int32, the reset's state.time
     steps: Record  # [B, T, ...]
@@ -51,7 +54,8 @@ def _select(done: jax.Array, on_true: Any, on_false: Any) -> Any:
 
 
 class Rollouts:
-    """The rollout program of ``env`` (``num_envs`` × ``num_steps``)."""
+    """The rollout program of ``env``: ``B = num_envs`` environments ×
+    ``T = num_steps`` steps."""
 
     def __init__(self, env: Any, num_envs: int, num_steps: int):
         self.env, self.num_envs, self.num_steps = env, num_envs, num_steps
@@ -71,12 +75,13 @@ class Rollouts:
             ts.reward,
             ts.terminated,
             ts.truncated,
-            action_mask(ts.obs, ts.info),
+            split_action_mask(ts.obs)[1],
         )
         return _select(done, fresh, ts.state), record
 
     def episode(self, key: jax.Array, params: Any) -> Rollout:
-        """``num_steps`` steps of one environment from a reset."""
+        """``num_steps`` steps of one environment from a reset (records
+        ``[T, ...]``)."""
         reset_key, steps_key = jax.random.split(key)
         obs, state = self.env.reset(reset_key, params)
         keys = jax.random.split(steps_key, self.num_steps)
@@ -84,14 +89,17 @@ class Rollouts:
         return Rollout(obs, state.time, records)
 
     def keys(self, seed: int) -> jax.Array:
+        """``[B]`` keys, one per environment."""
         return jax.random.split(jax.random.key(seed), self.num_envs)
 
     def run(self, params: Any, seed: int) -> Rollout:
-        """The compiled rollout, on the host (NumPy leaves)."""
+        """The compiled rollout (``[B, T, ...]`` records), on the host (NumPy
+        leaves)."""
         return jax.device_get(self.program(self.keys(seed), params))
 
     def eager(self, params: Any, seed: int, steps: int) -> list[Record]:
-        """Environment 0's first ``steps`` records, op by op (no ``jit``)."""
+        """Environment 0's first ``steps`` records, op by op (no ``jit``),
+        from the keys ``run`` gives it."""
         reset_key, steps_key = jax.random.split(self.keys(seed)[0])
         _, state = self.env.reset(reset_key, params)
         records = []
@@ -225,62 +233,56 @@ def rollout_checks(
     return results
 
 
-def time_limit_apart(long: Rollout, short: Rollout, limit: int) -> CheckResult:
-    """``terminated`` must not depend on ``max_steps``: ``long`` and ``short``
-    (same keys; ``short`` with ``max_steps = limit``) agree on it up to and
-    including ``short``'s first truncation."""
-    name = "termination apart from the time limit"
-    for env in range(short.steps.truncated.shape[0]):
-        cut = np.flatnonzero(short.steps.truncated[env])
-        end = int(cut[0]) + 1 if cut.size else short.steps.truncated.shape[1]
-        a, b = long.steps.terminated[env, :end], short.steps.terminated[env, :end]
-        if np.any(a != b):
-            step = int(np.flatnonzero(a != b)[0])
-            return CheckResult(
-                name,
-                False,
-                f"env {env}, step {step}: terminated {bool(b[step])} with max_steps "
-                f"{limit}, {bool(a[step])} without a time limit (report the limit "
-                "as truncated, not terminated)",
-            )
-    return CheckResult(name, True, f"terminated the same with max_steps {limit}")
+class DefaultRollout(NamedTuple):
+    """Stage 2's outcome.
+
+    Attributes:
+        rollouts: the compiled rollout, for the later stages.
+        compiled: the "jit and vmap" result.
+        rollout: the default params' rollout (``[B, T, ...]``), None where it
+            did not compile or run.
+        checks: ``rollout_checks`` of it (empty if it did not run).
+        steps_per_second: of the program (None if not measured).
+        speed_setup: how it was measured.
+    """
+
+    rollouts: Rollouts
+    compiled: CheckResult
+    rollout: Rollout | None
+    checks: list[CheckResult]
+    steps_per_second: float | None
+    speed_setup: str
 
 
-def compare_eager(eager: list[Record], again: list[Record], rollout: Rollout):
-    """``(same key → same trajectory, jit equals eager)`` results."""
-
-    def first(tree: Any, t: int) -> Any:
-        return jax.tree.map(lambda x: np.asarray(x)[0, t], tree)
-
-    same = all(
-        jax.tree.all(jax.tree.map(np.array_equal, a, b))
-        for a, b in zip(eager, again, strict=True)
+def default_rollout(
+    env: Any,
+    params: Any,
+    num_envs: int,
+    num_steps: int,
+    seed: int,
+    speed_seconds: float,
+) -> DefaultRollout:
+    """Compiles and runs the rollout of ``num_envs`` × ``num_steps`` with
+    ``params``, checks it, and measures steps/s for ``speed_seconds`` (0:
+    not measured)."""
+    rollouts = Rollouts(env, num_envs, num_steps)
+    start = time.perf_counter()
+    try:
+        rollout = rollouts.run(params, seed)
+    except Exception as e:
+        failed = CheckResult("jit and vmap", False, raised("the jit(vmap) rollout", e))
+        return DefaultRollout(rollouts, failed, None, [], None, "")
+    took = time.perf_counter() - start
+    shape = f"{num_envs} envs × {num_steps} steps"
+    compiled = CheckResult(
+        "jit and vmap", True, f"{shape}: compiled, ran ({took:.1f} s)"
     )
-    results = [
-        CheckResult(
-            "same key, same trajectory",
-            same,
-            f"two runs of {len(eager)} steps equal"
-            if same
-            else "two eager runs with the same keys differ (randomness drawn "
-            "outside the key: NumPy, Python, a global counter?)",
+    checks = rollout_checks(rollout, params, env.observation_space(params))
+    sps, setup = None, ""
+    if speed_seconds > 0:
+        sps = rollouts.steps_per_second(params, seed, speed_seconds)
+        setup = (
+            f"jit(vmap) of {num_envs} envs × {num_steps} steps, random actions, "
+            f"resets included; {jax.devices()[0].platform}"
         )
-    ]
-    for t, record in enumerate(eager):
-        jitted = first(rollout.steps, t)
-        for (path, x), y in zip(
-            leaves_with_paths(record, "record"), jax.tree.leaves(jitted), strict=True
-        ):
-            if not np.allclose(np.asarray(x), np.asarray(y), rtol=1e-4, atol=1e-5):
-                field = path.removeprefix("record.")
-                return [
-                    *results,
-                    CheckResult(
-                        "jit equals eager",
-                        False,
-                        f"step {t}: {field} is {np.asarray(y)} under jit, "
-                        f"{np.asarray(x)} op by op (randomness or state drawn "
-                        "outside the traced values, e.g. NumPy at trace time)",
-                    ),
-                ]
-    return [*results, CheckResult("jit equals eager", True, f"{len(eager)} steps")]
+    return DefaultRollout(rollouts, compiled, rollout, checks, sps, setup)

@@ -1,18 +1,20 @@
-"""The static checks of an environment: nothing compiled, nothing run.
+"""Stage 1 of ``check_env``: the static checks, nothing compiled, nothing run.
 
-Its declared spaces and params are read, and ``reset`` and ``step`` traced by
-``jax.eval_shape``: the observation must match the observation space (shape,
-dtype; integer dtypes where declared; a dict or tuple of spaces for pytree
-observations), the reward be ``[]`` float32, the flags ``[]`` bool, the state
-keep one type from ``reset`` to ``step`` (a ``lax.scan`` carry) and count its
-steps in an int32 ``time``, the params hold the time limit ``max_steps``, and
-nothing be float64. An action mask, ``[A]`` bool for ``Discrete(A)`` actions,
-is a dict observation's ``"action_mask"`` entry (``ondevice_rl.env.masks``); one
-given only as ``info["action_mask"]`` is refused, since learners need it at
-reset too. A categorical ``Box`` holds indices: an integer dtype, ``low`` 0.
+``static_checks`` reads, in this order: the declared spaces, the params, then
+``reset`` and ``step`` traced by ``jax.eval_shape``. The observation must
+match the observation space (shape, dtype; integer dtypes where declared; a
+dict or tuple of spaces for pytree observations), the reward be ``[]``
+float32, the flags ``[]`` bool, the state keep one type from ``reset`` to
+``step`` (a ``lax.scan`` carry) and count its steps in an int32 ``time``, the
+params hold the time limit ``max_steps``, and nothing be float64, also when
+traced again under ``jax_enable_x64`` (where default dtypes widen). An action
+mask, ``[A]`` bool for ``Discrete(A)`` actions, is a dict observation's
+``"action_mask"`` entry (``ondevice_rl.env.masks``); one given only as
+``info["action_mask"]`` is refused, since learners need it at reset too. A
+categorical ``Box`` holds indices: an integer dtype, ``low`` 0.
 
 ``require_static`` raises the first failure as one line: learners call it
-before compiling. ``ondevice_rl.checks.check_env.check_env`` reports every check.
+before compiling (without the ``jax_enable_x64`` trace).
 """
 
 from collections.abc import Callable, Mapping
@@ -26,6 +28,7 @@ from ondevice_rl.checks.report import (
     CheckResult,
     EnvCheckError,
     aval,
+    aval_tree,
     describe_space,
     leaves_with_paths,
     raised,
@@ -50,7 +53,7 @@ def is_space(x: Any) -> bool:
     return isinstance(x, (Box, Discrete))
 
 
-def float64_paths(tree: Any, prefix: str) -> list[str]:
+def _float64_paths(tree: Any, prefix: str) -> list[str]:
     """Paths of the float64 leaves (arrays only; Python floats are weak)."""
     return [
         path
@@ -59,11 +62,7 @@ def float64_paths(tree: Any, prefix: str) -> list[str]:
     ]
 
 
-def action_struct(space: Discrete | Box) -> jax.ShapeDtypeStruct:
-    return jax.ShapeDtypeStruct(tuple(space.shape), jnp.dtype(space.dtype))
-
-
-def obs_problem(obs: Any, space: Any, where: str) -> str | None:
+def _obs_problem(obs: Any, space: Any, where: str) -> str | None:
     """Why ``obs`` (arrays or ShapeDtypeStructs) does not match ``space``."""
     spaces, tree = jax.tree.flatten(space, is_leaf=is_space)
     try:
@@ -93,12 +92,6 @@ def _scalar_problem(x: Any, name: str, dtype: Any) -> str | None:
     if tuple(np.shape(x)) != () or jnp.result_type(x) != jnp.dtype(dtype):
         return f"step's {name} is {aval(x)}, not {jnp.dtype(dtype).name}[]"
     return None
-
-
-def action_mask(obs: Any, info: Any) -> Any:
-    """The env's action mask (``obs["action_mask"]``) or None; ``info`` is
-    not read (see ``_mask_problem``)."""
-    return split_action_mask(obs)[1]
 
 
 def _count(tree: Any, one: str, many: str) -> str:
@@ -160,7 +153,7 @@ def _params(params: Any) -> str:
         raise EnvCheckError(f"params.max_steps is {aval(limit)}, not an int32 scalar")
     if not 1 <= int(limit) < 2**31:
         raise EnvCheckError(f"params.max_steps is {int(limit)}, not in [1, 2^31)")
-    wide = float64_paths(params, "params")
+    wide = _float64_paths(params, "params")
     if wide:
         raise EnvCheckError(f"float64 params: {', '.join(wide)} (use float32)")
     return f"max_steps {int(limit)}, {_count(params, 'leaf', 'leaves')}"
@@ -189,7 +182,9 @@ def _state_problem(reset_state: Any, step_state: Any) -> str | None:
 
 
 def _mask_problem(obs: Any, info: Any, act_space: Any) -> str | None:
-    mask = action_mask(obs, info)
+    """Why the action mask (``obs["action_mask"]``; ``info`` is not read by
+    learners) is not ``[A]`` bool for ``Discrete(A)`` actions."""
+    mask = split_action_mask(obs)[1]
     if mask is None:
         if isinstance(info, Mapping) and ACTION_MASK in info:
             return (
@@ -204,7 +199,7 @@ def _mask_problem(obs: Any, info: Any, act_space: Any) -> str | None:
     return None
 
 
-def trace(env: Any, params: Any) -> Traced:
+def _trace(env: Any, params: Any) -> Traced:
     """``eval_shape`` of ``reset`` and of ``step`` from its state, with an
     action of the action space's shape (EnvCheckError, one line, if either
     raises or returns the wrong kind of thing)."""
@@ -217,7 +212,7 @@ def trace(env: Any, params: Any) -> Traced:
     if not (isinstance(out, tuple) and len(out) == 2):
         raise EnvCheckError(f"reset returned {type(out).__name__}, not (obs, state)")
     obs, state = out
-    action = action_struct(act_space)
+    action = jax.ShapeDtypeStruct(tuple(act_space.shape), jnp.dtype(act_space.dtype))
     try:
         step = jax.eval_shape(env.step, key, state, action, params)
     except Exception as e:
@@ -231,7 +226,7 @@ def trace(env: Any, params: Any) -> Traced:
 
 
 def _reset(traced: Traced) -> str:
-    problem = obs_problem(traced.obs, traced.obs_space, "reset")
+    problem = _obs_problem(traced.obs, traced.obs_space, "reset")
     if problem:
         raise EnvCheckError(problem)
     state = _count(traced.state, "array", "arrays")
@@ -241,7 +236,7 @@ def _reset(traced: Traced) -> str:
 def _step(traced: Traced) -> str:
     ts = traced.step
     problem = (
-        obs_problem(ts.obs, traced.obs_space, "step")
+        _obs_problem(ts.obs, traced.obs_space, "step")
         or _scalar_problem(ts.reward, "reward", jnp.float32)
         or _scalar_problem(ts.terminated, "terminated", jnp.bool_)
         or _scalar_problem(ts.truncated, "truncated", jnp.bool_)
@@ -251,57 +246,78 @@ def _step(traced: Traced) -> str:
     )
     if problem:
         raise EnvCheckError(problem)
-    mask = action_mask(ts.obs, ts.info) is not None
+    mask = split_action_mask(ts.obs)[1] is not None
     return "reward float32[], flags bool[], state keeps its types" + (
         ", action mask" if mask else ""
     )
 
 
-def aval_tree(tree: Any) -> str:
-    leaves = jax.tree.leaves(tree)
-    if len(leaves) == 1:
-        return aval(leaves[0])
-    return (
-        "{" + ", ".join(f"{p}: {aval(x)}" for p, x in leaves_with_paths(tree, "")) + "}"
-    )
-
-
-def no_float64(traced: Traced) -> str:
-    """Raises EnvCheckError naming the float64 leaves of what ``trace`` saw."""
+def _no_float64(traced: Traced) -> None:
+    """Raises EnvCheckError naming the float64 leaves of what ``_trace`` saw."""
     ts = traced.step
     wide = [
-        *float64_paths(traced.obs, "reset obs"),
-        *float64_paths(traced.state, "state"),
-        *float64_paths((ts.obs, ts.reward), "step (obs, reward)"),
-        *float64_paths(ts.info, "info"),
+        *_float64_paths(traced.obs, "reset obs"),
+        *_float64_paths(traced.state, "state"),
+        *_float64_paths((ts.obs, ts.reward), "step (obs, reward)"),
+        *_float64_paths(ts.info, "info"),
     ]
     if wide:
         more = f" and {len(wide) - 4} more" if len(wide) > 4 else ""
         raise EnvCheckError(f"float64 in {', '.join(wide[:4])}{more} (use float32)")
-    return "obs, state, reward, info"
 
 
-def static_checks(env: Any, params: Any) -> tuple[list[CheckResult], Traced | None]:
-    """Every static check, and what was traced (None if tracing failed)."""
+def _float64(env: Any, params: Any, traced: Traced, under_x64: bool) -> str:
+    """No float64 in ``traced``, nor (``under_x64``) in a trace under
+    jax_enable_x64, where default dtypes (``jnp.zeros(3)``, ``jnp.array(0.5)``)
+    widen. An env that cannot be traced there at all (gymnax's) passes with a
+    note."""
+    _no_float64(traced)
+    seen = "obs, state, reward, info"
+    if not under_x64:
+        return seen
+    with jax.enable_x64(True):
+        try:
+            wide = _trace(env, params)
+        except EnvCheckError as e:
+            return f"{seen}; not traceable with jax_enable_x64 ({str(e)[:60]}...)"
+        try:
+            _no_float64(wide)
+        except EnvCheckError as e:
+            raise EnvCheckError(
+                f"with jax_enable_x64: {e} (give dtypes explicitly, e.g. "
+                "jnp.zeros(3, jnp.float32))"
+            ) from None
+    return f"{seen}; also with jax_enable_x64"
+
+
+def static_checks(
+    env: Any, params: Any, *, under_x64: bool = True
+) -> tuple[list[CheckResult], Traced | None]:
+    """Every static check (``spaces``, ``params``, ``reset``, ``step``, ``no
+    float64``), and what was traced (None if tracing failed).
+
+    Args:
+        under_x64: also trace under ``jax_enable_x64`` for "no float64".
+    """
     results = [_check("spaces", lambda: _spaces(env, params)[2])]
     results.append(_check("params", lambda: _params(params)))
     if not all(r.ok for r in results):
         return results, None
     try:
-        traced = trace(env, params)
+        traced = _trace(env, params)
     except EnvCheckError as e:
         failed = "step" if str(e).startswith("step") else "reset"
         return [*results, CheckResult(failed, False, str(e))], None
     results.append(_check("reset", lambda: _reset(traced)))
     results.append(_check("step", lambda: _step(traced)))
-    results.append(_check("no float64", lambda: no_float64(traced)))
-    return results, traced
+    float64 = _check("no float64", lambda: _float64(env, params, traced, under_x64))
+    return [*results, float64], traced
 
 
 def require_static(env: Any, params: Any, name: str) -> None:
     """Raises ``EnvCheckError`` (one line naming ``name`` and the first
     failed check) unless every static check passes."""
-    results, _ = static_checks(env, params)
+    results, _ = static_checks(env, params, under_x64=False)
     for result in results:
         if not result.ok:
             raise EnvCheckError(

@@ -15,6 +15,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ondevice_rl.env.reset_where import reset_where
+from ondevice_rl.env.spaces import Box
 from ondevice_rl.env.types import Environment, TimeStep
 
 
@@ -178,8 +179,6 @@ class MaskObservation(ObservationView):
         return obs[self.keep]
 
     def observation_space(self, params):
-        from ondevice_rl.env.spaces import Box
-
         space = self.env.observation_space(params)
         low = np.broadcast_to(np.asarray(space.low), space.shape)[self.keep]
         high = np.broadcast_to(np.asarray(space.high), space.shape)[self.keep]

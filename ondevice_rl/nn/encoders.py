@@ -37,6 +37,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ondevice_rl.cpu.layers import Conv3x3, sequential_under_vmap
 from ondevice_rl.env.masks import split_action_mask
 from ondevice_rl.env.spaces import Box, Discrete
 
@@ -114,8 +115,6 @@ def observation_encoding(space: Any) -> int | ObsLayout:
 
 
 def _orthogonal(scale: float):
-    from ondevice_rl.cpu.layers import sequential_under_vmap
-
     # A batched QR (vmap over seeds) can deadlock XLA:CPU: one per member.
     return sequential_under_vmap(nn.initializers.orthogonal(scale))
 
@@ -174,8 +173,6 @@ class ObsEncoder(nn.Module):
         """3×3 ReLU convolutions, stride 1, VALID padding: ``Conv3x3``, one
         matmul on CPU (XLA's convolution gradients inside a learner's loop
         were 3.8× slower there: Navix Empty-8x8 PPO 407 vs 1,559 steps/s)."""
-        from ondevice_rl.cpu.layers import Conv3x3
-
         for width in channels:
             x = nn.relu(Conv3x3(width)(x))
         return x

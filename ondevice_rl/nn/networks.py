@@ -20,10 +20,6 @@ import numpy as np
 from ondevice_rl.cpu.layers import Conv3x3, dense
 
 ACTIVATIONS = {"tanh": nn.tanh, "relu": nn.relu, "gelu": nn.gelu, "swish": nn.swish}
-#: Activations cheap enough that XLA:CPU recomputes them where their output
-#: is read again (``dense``'s ``recomputed_input``); tanh and GELU are
-#: computed once. A LayerNorm before the activation is read as it is.
-CHEAP_ACTIVATIONS = frozenset({"relu", "swish"})
 #: Channels of the image torso's 3×3 convolutions (stride 1, VALID padding):
 #: MinAtar's one layer of 16 (Young & Tian, 2019), ``[10, 10, C] -> [1024]``.
 CONV_CHANNELS = (16,)
@@ -66,13 +62,16 @@ class MLP(nn.Module):
     def __call__(self, x: jax.Array) -> jax.Array:
         act = ACTIVATIONS[self.activation]
         x = torso(x, self.obs_ndim, self.conv)
-        cheap = self.activation in CHEAP_ACTIVATIONS and not self.layer_norm
+        # The activation that layers after the first read, applied straight
+        # to the matmul before them (None with a LayerNorm between).
+        fed_by = None if self.layer_norm else self.activation
         for i, width in enumerate(self.hidden):
-            x = dense(width, np.sqrt(2), recomputed_input=cheap and i > 0)(x)
+            x = dense(width, np.sqrt(2), input_activation=fed_by if i else None)(x)
             if self.layer_norm:
                 x = nn.LayerNorm()(x)
             x = act(x)
-        return dense(self.out, self.out_scale, recomputed_input=cheap)(x)
+        head_input = fed_by if self.hidden else None
+        return dense(self.out, self.out_scale, input_activation=head_input)(x)
 
 
 class QNetwork(nn.Module):

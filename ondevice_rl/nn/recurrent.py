@@ -27,8 +27,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from ondevice_rl.cpu.layers import dense, sequential_under_vmap
-from ondevice_rl.cpu.scans import unrolled_off_cpu
 from ondevice_rl.nn.networks import CONV_CHANNELS, torso
+from ondevice_rl.scans import unrolled_off_cpu
 
 MEMORY_KINDS = ("gru", "lstm")
 

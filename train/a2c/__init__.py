@@ -1,7 +1,12 @@
 """Synchronous advantage actor-critic (PAAC's design) as one fused program."""
 
 from ondevice_rl.train.a2c.config import A2CConfig, Hyperparams
-from ondevice_rl.train.a2c.loop import ActorExtras, make_train, make_trainer
+from ondevice_rl.train.a2c.loop import (
+    ActorExtras,
+    make_learner,
+    make_train,
+    make_trainer,
+)
 from ondevice_rl.train.a2c.loss import Batch, LossStats, a2c_loss
 from ondevice_rl.train.kit.protocol import Algorithm
 
@@ -11,7 +16,6 @@ ALGORITHM = Algorithm(
     "one step per rollout)",
     config=A2CConfig,
     make_trainer=make_trainer,
-    host_loop=True,
 )
 
 __all__ = [
@@ -22,6 +26,7 @@ __all__ = [
     "Hyperparams",
     "LossStats",
     "a2c_loss",
+    "make_learner",
     "make_train",
     "make_trainer",
 ]

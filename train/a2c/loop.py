@@ -9,7 +9,7 @@ the update's scaffold is the learner kit's (``train/kit/on_policy.py``).
 
 from collections.abc import Callable
 from functools import partial
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import jax
 import optax
@@ -20,7 +20,7 @@ from ondevice_rl.rollout import Transition
 from ondevice_rl.train.a2c.config import A2CConfig, Hyperparams
 from ondevice_rl.train.a2c.loss import Batch, a2c_loss
 from ondevice_rl.train.kit.agent import build_agent
-from ondevice_rl.train.kit.env_setup import make_env
+from ondevice_rl.train.kit.env_setup import EnvSetup, make_env
 from ondevice_rl.train.kit.on_policy import (
     OnPolicyLearner,
     on_policy_trainer,
@@ -38,9 +38,16 @@ class ActorExtras(NamedTuple):
     value: jax.Array | None
 
 
-def make_trainer(config: A2CConfig) -> Trainer:
-    """Builds the program's pieces."""
-    setup = make_env(config.env)
+def one_step(
+    step: Callable, carry: Any, batch: Batch, key: jax.Array
+) -> tuple[Any, Any]:
+    """PAAC's update: one optimiser step on the whole ``[T, B]`` batch as it
+    is (``OnPolicyLearner.steps``)."""
+    return step(carry, batch)
+
+
+def make_learner(config: A2CConfig, setup: EnvSetup) -> OnPolicyLearner:
+    """A2C's part of the on-policy update for ``setup``'s env."""
     agent = build_agent(setup, config, "actor_critic")
 
     def act(pi, key, hp, env_steps, mask):
@@ -74,16 +81,21 @@ def make_trainer(config: A2CConfig) -> Trainer:
             step = optax.adam(learning_rate, eps=hp.optimizer_eps)
         return optax.chain(optax.clip_by_global_norm(hp.max_grad_norm), step)
 
-    learner = OnPolicyLearner(
+    return OnPolicyLearner(
         agent=agent,
         act=act,
         batch=batch,
         loss=partial(a2c_loss, normalize_advantages=config.normalize_advantages),
         optimizer=optimizer,
         policy=actor_critic_policy(agent, setup),
-        whole_batch=True,
+        steps=one_step,
     )
-    return on_policy_trainer(config, setup, learner)
+
+
+def make_trainer(config: A2CConfig) -> Trainer:
+    """Builds the program's pieces."""
+    setup = make_env(config.env)
+    return on_policy_trainer(config, setup, make_learner(config, setup))
 
 
 def make_train(config: A2CConfig) -> Callable[..., TrainOutput]:

@@ -23,6 +23,16 @@ import sys
 import time
 from pathlib import Path
 
+import jax
+import jax.numpy as jnp
+from jax.experimental import topologies
+from jax.sharding import NamedSharding
+from jax.sharding import PartitionSpec as P
+
+from ondevice_rl.train.bench.thunks import load_program, per_update
+from ondevice_rl.train.bench.train_speed import bench_config
+from ondevice_rl.train.kit.registry import algorithm_of
+
 #: Updates compiled into each program: a trip count no inner loop has, so
 #: the update loop is found by it (the counts are per update regardless).
 NUM_UPDATES = 11
@@ -51,9 +61,6 @@ def _program(spec: dict):
     its abstract inputs (``seeds`` keys; our hyperparameters), its updates
     and its conditionals' steady shares (``steady_p_true``; a reference's
     ``CONDITIONALS_P_TRUE``)."""
-    import jax
-    import jax.numpy as jnp
-
     seeds = spec["seeds"]
     if spec["program"] == "reference":
         module = _module(spec["module"])
@@ -63,9 +70,6 @@ def _program(spec: dict):
         keys = jax.ShapeDtypeStruct((seeds, 2), jnp.uint32)
         p_true = getattr(module, "CONDITIONALS_P_TRUE", {})
         return fn, (keys,), module.num_updates(timesteps), p_true
-    from ondevice_rl.train.bench.train_speed import bench_config
-    from ondevice_rl.train.kit.registry import algorithm_of
-
     algo, recipe = spec.get("algo", "ppo"), spec.get("recipe")
     config = bench_config(10**7, algo=algo, recipe=recipe)
     config = config.replace(total_timesteps=NUM_UPDATES * config.steps_per_update)
@@ -80,13 +84,6 @@ def _program(spec: dict):
 
 def compile_and_count(spec: dict) -> dict:
     """Compiles ``spec``'s program for its target; its per-update counts."""
-    import jax
-    from jax.experimental import topologies
-    from jax.sharding import NamedSharding
-    from jax.sharding import PartitionSpec as P
-
-    from ondevice_rl.train.bench.thunks import load_program, per_update
-
     jax.config.update("jax_enable_compilation_cache", False)
     topology = topologies.get_topology_desc(
         platform="cuda",

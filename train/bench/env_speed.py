@@ -163,8 +163,19 @@ def bench_ours(name: str, batch: int, steps: int, seed: int = 0) -> dict:
     return dict(env=name, impl=impl, **result)
 
 
+def bench_suite(name: str, batch: int, steps: int, seed: int = 0) -> dict:
+    """The suite's own auto-resetting step for our env ``name``
+    (``suite_speed.native_step``), timed as ``bench_ours`` times ours."""
+    adapter, params = envs.make(name)
+    reset, step_done, native_params = suite_speed.native_step(name)
+    space = adapter.action_space(params)
+    result = _random_policy(reset, step_done, space, native_params, batch, steps, seed)
+    return dict(env=suite_speed.suite_row_name(name), impl="suite", **result)
+
+
 def bench_gymnax(gymnax_id: str, batch: int, steps: int, seed: int = 0) -> dict:
     """gymnax's own ``env.step`` (auto-resets, splits the key per env), vmapped."""
+    # lazy: gymnax pulls in pandas, matplotlib (3 s), which `--help` does not need
     import gymnax
 
     genv, params = gymnax.make(gymnax_id)
@@ -185,7 +196,7 @@ def bench_gymnax(gymnax_id: str, batch: int, steps: int, seed: int = 0) -> dict:
 
 def bench_gymnasium(gym_id: str, batch: int, budget_s: float, seed: int = 0) -> dict:
     """gymnasium's sync vector env on the host, random actions, ``budget_s`` s."""
-    import gymnasium
+    import gymnasium  # lazy: 0.1 s, which `--help` does not need
 
     vec = gymnasium.make_vec(gym_id, num_envs=batch, vectorization_mode="sync")
     vec.reset(seed=seed)
@@ -249,7 +260,7 @@ def run_env_bench(
             measured(rows + suite_rows)
             if compare and native:
                 log(f"env {name} × {batch}: the suite's own auto-reset")
-                fn = partial(suite_speed.bench_suite, name, batch, steps)
+                fn = partial(bench_suite, name, batch, steps)
                 row = suite_speed.suite_row_name(name)
                 suite_rows.append(_guard(fn, row, "suite", batch))
                 measured(rows + suite_rows)

@@ -21,7 +21,7 @@ from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
-from jax._src.interpreters import partial_eval as pe  # dce_jaxpr: no public name
+from jax.interpreters import partial_eval as pe
 
 #: Side of the square float32 matmul whose rate stands for one device's peak.
 PEAK_SIZE = 1024

@@ -72,6 +72,7 @@ def print_suite(results: dict, console: Console | None = None) -> None:
 def plot_suite(results: dict, path: Path) -> None:
     """Env steps/s against parallel envs, training SPS against seeds (ours
     solid, references dashed), compile time against seeds; log axes."""
+    # lazy: matplotlib (0.6 s), which `--help` does not need
     import matplotlib
     from matplotlib.figure import Figure
     from matplotlib.ticker import NullFormatter, ScalarFormatter

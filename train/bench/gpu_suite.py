@@ -35,6 +35,7 @@ from pathlib import Path
 
 import jax
 
+from ondevice_rl import envs
 from ondevice_rl.train.bench import env_speed, report, train_speed
 from ondevice_rl.train.kit.registry import algorithms
 from ondevice_rl.train.services.memory import device_budget, estimate_member_bytes
@@ -61,8 +62,6 @@ MEMORY_SETTINGS += ("XLA_PYTHON_CLIENT_ALLOCATOR",)
 
 def default_envs() -> tuple[str, ...]:
     """``ENVS`` and ``bench env``'s brax envs if brax is installed."""
-    from ondevice_rl import envs
-
     return ENVS + tuple(name for name in env_speed.BRAX if name in envs.names())
 
 

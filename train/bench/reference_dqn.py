@@ -68,7 +68,7 @@ def num_updates(timesteps) -> int:
 
 
 def make_train(timesteps):
-    import flashbax as fbx  # the `bench` extra: imported only to build the program
+    import flashbax as fbx  # lazy: the `bench` extra, needed only to build the program
 
     env, params = gymnax.make("CartPole-v1")
     n = HP["num_envs"]

@@ -96,10 +96,6 @@ def print_tables(results: dict, console: Console | None = None) -> None:
             )
     if "train" in results:
         console.print(train_table(results["train"]))
-    if "host" in results:
-        from ondevice_rl.train.bench.host.report import print_host
-
-        print_host(results["host"], console)
 
 
 def write_json(results: dict, path: Path) -> None:
@@ -108,6 +104,7 @@ def write_json(results: dict, path: Path) -> None:
 
 def plot(results: dict, path: Path) -> None:
     """SPS vs parallel environments, log-log: env stepping | training."""
+    # lazy: matplotlib (0.6 s), which `--help` does not need
     import matplotlib
     from matplotlib.figure import Figure
     from matplotlib.ticker import NullFormatter, ScalarFormatter

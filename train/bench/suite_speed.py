@@ -73,6 +73,7 @@ def native_step(name: str) -> Native:
 
 
 def _craftax(adapter: Any, suite_id: str) -> Native:
+    # lazy: each suite is an optional extra
     from craftax.craftax_env import make_craftax_env_from_name
 
     env = make_craftax_env_from_name(suite_id, auto_reset=True)
@@ -89,6 +90,7 @@ def _craftax(adapter: Any, suite_id: str) -> Native:
 
 
 def _navix(adapter: Any, suite_id: str) -> Native:
+    # lazy: each suite is an optional extra
     import navix
 
     env = navix.make(suite_id)
@@ -104,6 +106,7 @@ def _navix(adapter: Any, suite_id: str) -> Native:
 
 
 def _xminigrid(adapter: Any, suite_id: str) -> Native:
+    # lazy: each suite is an optional extra
     import xminigrid
     from xminigrid.wrappers import GymAutoResetWrapper
 
@@ -121,6 +124,7 @@ def _xminigrid(adapter: Any, suite_id: str) -> Native:
 
 
 def _jumanji(adapter: Any, suite_id: str) -> Native:
+    # lazy: each suite is an optional extra
     import jumanji
     from jumanji.wrappers import AutoResetWrapper
 
@@ -157,6 +161,7 @@ def _popgym(adapter: Any, suite_id: str) -> Native:
 
 
 def _pgx(adapter: Any, suite_id: str) -> Native:
+    # lazy: each suite is an optional extra
     import pgx
     from pgx.experimental import auto_reset
 
@@ -181,18 +186,6 @@ NATIVES: dict[str, Callable[[Any, str], Native]] = {
     "popgym": _popgym,
     "pgx": _pgx,
 }
-
-
-def bench_suite(name: str, batch: int, steps: int, seed: int = 0) -> dict:
-    """The suite's own auto-resetting step for our env ``name``, timed as
-    ``env_speed.bench_ours`` times ours."""
-    from ondevice_rl.train.bench.env_speed import _random_policy
-
-    adapter, params = envs.make(name)
-    reset, step_done, native_params = native_step(name)
-    space = adapter.action_space(params)
-    result = _random_policy(reset, step_done, space, native_params, batch, steps, seed)
-    return dict(env=suite_row_name(name), impl="suite", **result)
 
 
 def suite_row_name(name: str) -> str:

@@ -48,6 +48,7 @@ from ondevice_rl.metrics import final_return
 from ondevice_rl.train.bench.flops import matmul_flops, matmul_peak
 from ondevice_rl.train.bench.transfers import TransferCounter, host_ops
 from ondevice_rl.train.kit.registry import DEFAULT, algorithm_of, get_algorithm
+from ondevice_rl.train.recipes import load_recipe
 
 DEFAULT_SEEDS = (1, 16, 64)
 QUICK_SEEDS = (1, 4)
@@ -73,8 +74,6 @@ def bench_config(
     and ``fields`` (say ``matmul_precision``) over it."""
     fields = dict(fields or {}, total_timesteps=int(timesteps))
     if recipe is not None:
-        from ondevice_rl.train.recipes import load_recipe
-
         return load_recipe(recipe).replace(**fields)
     config = get_algorithm(algo).config(**fields)
     return config if env is None else config.replace(env=env)

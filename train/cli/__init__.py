@@ -14,22 +14,21 @@ import argparse
 import sys
 
 import ondevice_rl  # noqa: F401  (sets the XLA CPU flags before JAX starts)
+from ondevice_rl.train.cli import (
+    bench,
+    check_env,
+    eval,
+    export,
+    listing,
+    plot,
+    seeds,
+    sweep,
+    train,
+)
+from ondevice_rl.train.cli.args import chosen_algorithm, one_line_errors
 
 
 def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
-    from ondevice_rl.train.cli import (
-        bench,
-        check_env,
-        eval,
-        export,
-        listing,
-        plot,
-        seeds,
-        sweep,
-        train,
-    )
-    from ondevice_rl.train.cli.args import chosen_algorithm, one_line_errors
-
     algo = chosen_algorithm(sys.argv[1:] if argv is None else argv)
     parser = argparse.ArgumentParser(
         prog="ondevice-rl",

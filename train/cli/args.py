@@ -11,6 +11,7 @@
 
 import argparse
 import dataclasses
+import json
 from pathlib import Path
 
 from ondevice_rl.devices.distributed import (
@@ -19,6 +20,9 @@ from ondevice_rl.devices.distributed import (
     ENV_NUM_PROCESSES,
     ENV_PROCESS_ID,
 )
+from ondevice_rl.train.kit.registry import DEFAULT, algorithms
+from ondevice_rl.train.recipes.loader import recipe_algorithm
+from ondevice_rl.train.run.artifacts import CONFIG_FILE
 
 
 def parse_int(text: str) -> int:
@@ -77,8 +81,6 @@ def chosen_algorithm(argv: list[str]) -> str:
     """The learner a command line asks for: ``--algo``, else the ``algo`` of
     ``--recipe``, else the default. Unknown names come back as given (the full
     parse reports them)."""
-    from ondevice_rl.train.kit.registry import DEFAULT
-
     peek = argparse.ArgumentParser(add_help=False, exit_on_error=False)
     peek.add_argument("--algo")
     peek.add_argument("--recipe")
@@ -90,19 +92,12 @@ def chosen_algorithm(argv: list[str]) -> str:
     if known.algo is not None:
         return known.algo
     if known.resume is not None:
-        import json
-        from pathlib import Path
-
-        from ondevice_rl.train.run.artifacts import CONFIG_FILE
-
         try:
             info = json.loads((Path(known.resume) / CONFIG_FILE).read_text())
             return str(info.get("algo", DEFAULT))
         except (OSError, ValueError, AttributeError):
             return DEFAULT  # the run's own checks name what is wrong
     if known.recipe is not None:
-        from ondevice_rl.train.recipes.loader import recipe_algorithm
-
         try:
             return recipe_algorithm(known.recipe)
         except (FileNotFoundError, ValueError):
@@ -111,8 +106,6 @@ def chosen_algorithm(argv: list[str]) -> str:
 
 
 def add_algo_argument(parser: argparse.ArgumentParser, algo: str) -> None:
-    from ondevice_rl.train.kit.registry import algorithms
-
     parser.add_argument(
         "--algo",
         default=algo,

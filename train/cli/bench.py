@@ -14,8 +14,12 @@ import platform
 import sys
 from pathlib import Path
 
+import jax
+
+from ondevice_rl import envs
 from ondevice_rl.cpu.flags import use_cpu_cores
 from ondevice_rl.train.bench import env_speed, host, report, train_speed
+from ondevice_rl.train.bench.host.report import print_host
 from ondevice_rl.train.bench.suite_speed import SUITE_BATCHES
 from ondevice_rl.train.bench.train_speed import BenchError
 from ondevice_rl.train.cli import bench_host, bench_launches
@@ -33,6 +37,7 @@ from ondevice_rl.train.kit.registry import (
     trainer_for,
 )
 from ondevice_rl.train.recipes.loader import load_recipe, recipe_algorithm
+from ondevice_rl.train.services.machine import machine
 
 PARTS = ("env", "train", "host")
 _count, _counts = positive_int_arg, positive_int_list_arg
@@ -176,8 +181,6 @@ def _log(message: str) -> None:
 
 
 def _meta(args) -> dict:
-    from ondevice_rl.train.services.machine import machine
-
     return dict(
         **machine(),
         machine=platform.machine(),
@@ -189,8 +192,6 @@ def _meta(args) -> dict:
 
 
 def _check_envs(names: tuple[str, ...]) -> None:
-    from ondevice_rl import envs
-
     unknown = [n for n in names if n not in envs.names()]
     if unknown:
         raise BenchError(
@@ -208,8 +209,6 @@ def run(args) -> int:
 
 
 def _run(args) -> int:
-    import jax
-
     try:
         use_cpu_cores(args.cpu_devices)
     except ValueError as e:
@@ -295,6 +294,8 @@ def _run(args) -> int:
         )  # fmt: skip
 
     report.print_tables(results)
+    if "host" in results:
+        print_host(results["host"])
     report.write_json(results, args.out / "bench.json")
     report.plot(results, args.out / "bench.png")
     _log(f"wrote {args.out / 'bench.json'} and {args.out / 'bench.png'}")

@@ -10,12 +10,14 @@ import sys
 from pathlib import Path
 
 from ondevice_rl.train.bench import host
+from ondevice_rl.train.bench.host.learner import LEARNERS
 from ondevice_rl.train.bench.host.report import plot_host, print_host
 from ondevice_rl.train.bench.host.targets import host_target
 from ondevice_rl.train.bench.report import write_json
 from ondevice_rl.train.cli.args import names_arg, positive_int_arg
 from ondevice_rl.train.cli.seeds import SeedsError, parse_keys
-from ondevice_rl.train.kit.registry import algorithms, get_algorithm
+from ondevice_rl.train.kit.registry import algorithms
+from ondevice_rl.train.services.machine import label, machine
 from ondevice_rl.train.services.writes import WriteFailed, write_whole
 
 
@@ -130,7 +132,7 @@ def check(args) -> dict:
     """The run's settings, or ``HostError`` (one line) before any compile."""
     if args.algo not in algorithms():
         raise HostError(f"--algo {args.algo!r}: choose ppo or a2c")
-    if not get_algorithm(args.algo).host_loop:
+    if args.algo not in LEARNERS:
         raise HostError(f"--algo {args.algo}: bench host drives ppo or a2c")
     try:
         seeds = parse_keys(args.seeds)
@@ -171,8 +173,6 @@ def check(args) -> dict:
 
 
 def run(args) -> int:
-    from ondevice_rl.train.services.machine import label, machine
-
     try:
         settings = check(args)
         try:

@@ -5,6 +5,7 @@ import argparse
 import json
 from pathlib import Path
 
+from ondevice_rl import envs
 from ondevice_rl.nn.precision import DEFAULT_MATMUL_PRECISION, MATMUL_PRECISIONS
 from ondevice_rl.train.bench import env_speed, gpu_report, gpu_suite, train_speed
 from ondevice_rl.train.bench.train_speed import BenchError
@@ -67,8 +68,6 @@ def _sizes(args) -> dict:
             f"--algos: unknown learner(s) {', '.join(unknown)}; "
             f"known: {', '.join(algorithms())}"
         )
-    from ondevice_rl import envs
-
     unknown = [name for name in args.envs or () if name not in envs.names()]
     if unknown:
         raise BenchError(f"--envs: unknown environment(s) {', '.join(unknown)}")

@@ -2,12 +2,14 @@
 environment, with a report.
 
 NAME_OR_ENTRY is a registered name or ``package.module:factory``. The checks
-are ``ondevice_rl.checks.check_env.check_env``'s (those the project runs on its own
-environments): one line each, pass or fail, then the steps/s of the compiled
-rollout. ``--reference`` adds the comparison with a gymnasium environment:
-a gymnasium id, or ``package.module:function`` returning one (wrapped as the
-port's observations need); ``--sync module:function`` sets it to the port's
-state (the classic-control ports have theirs built in).
+are ``ondevice_rl.checks.check_env.check_env``'s (those the project runs on
+its own environments, in its order: static, the compiled rollout, params
+sets, op by op): one line each, pass or fail, then the steps/s of the
+compiled rollout. ``--reference`` adds the comparison with a gymnasium
+environment (spaces, resets, then step by step): a gymnasium id, or
+``package.module:function`` returning one (wrapped as the port's observations
+need); ``--sync module:function`` sets it to the port's state (the
+classic-control ports have theirs built in).
 
 Exit status: 0 all passed, 1 a check failed, 2 nothing to check (an unknown
 name, a module that cannot be imported, a factory returning no environment).
@@ -15,6 +17,10 @@ name, a module that cannot be imported, a factory returning no environment).
 
 import sys
 
+from ondevice_rl import envs
+from ondevice_rl.checks import check_env as env_checks
+from ondevice_rl.envs.entry import import_entry, is_entry_string
+from ondevice_rl.envs.gymnasium_sync import SYNC_FUNCTIONS
 from ondevice_rl.ranges import MAX_INT
 from ondevice_rl.train.cli.args import int_arg, one_line_errors, positive_int_arg
 
@@ -87,9 +93,6 @@ def _error(message: object) -> int:
 def _reference(args):
     """``(reference env or None, sync function or None)`` (ValueError, one
     line, for what cannot be had)."""
-    from ondevice_rl.envs.entry import import_entry, is_entry_string
-    from ondevice_rl.envs.gymnasium_sync import SYNC_FUNCTIONS
-
     if args.reference is None:
         if args.sync is not None:
             raise ValueError("--sync needs --reference")
@@ -129,9 +132,6 @@ def _reference(args):
 
 
 def run(args) -> int:
-    from ondevice_rl import envs
-    from ondevice_rl.checks.check_env import check_env
-
     try:
         if not 0 <= args.seed < 2**32:
             raise ValueError(f"--seed must be in [0, 2^32), got {args.seed}")
@@ -147,8 +147,8 @@ def run(args) -> int:
         if args.debug:
             raise
         return _error(e)
-    try:
-        report = check_env(
+    try:  # looked up on its module, where the command-line tests replace it
+        report = env_checks.check_env(
             env,
             params,
             name=args.env,

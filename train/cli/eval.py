@@ -13,6 +13,9 @@ parameters (``eval`` then writes ``eval-member-N.json`` there).
 import time
 from pathlib import Path
 
+import jax
+
+from ondevice_rl.evaluation import evaluate, summarize
 from ondevice_rl.ranges import MAX_INT
 from ondevice_rl.train.cli.args import (
     check_out_file,
@@ -24,6 +27,8 @@ from ondevice_rl.train.cli.args import (
     positive_int_arg,
 )
 from ondevice_rl.train.cli.errors import WRITE_FAILED, fail
+from ondevice_rl.train.kit.registry import algorithm_of
+from ondevice_rl.train.run.artifacts import write_json
 from ondevice_rl.train.run.checks import SEED_RANGE, RunArgError, check_seed
 from ondevice_rl.train.services.writes import WriteFailed
 
@@ -111,9 +116,7 @@ def evaluate_run(
 ):
     """``(loaded run, evaluate's [episodes] arrays as NumPy, compile s, run s)``;
     ``member`` picks a sweep directory's member (its number or "best")."""
-    import jax
-
-    from ondevice_rl.evaluation import evaluate
+    # lazy: pulls in orbax (0.6-0.9 s), which `--help` does not need
     from ondevice_rl.train.use.loading import load_run
 
     if episodes >= MAX_INT:
@@ -145,10 +148,6 @@ def evaluate_run(
 
 
 def _eval(args) -> int:
-    from ondevice_rl.evaluation import summarize
-    from ondevice_rl.train.kit.registry import algorithm_of
-    from ondevice_rl.train.run.artifacts import write_json
-
     try:
         _check_seed(args.seed)
         member = parse_member(args)
@@ -207,6 +206,7 @@ def _eval(args) -> int:
 
 
 def _render(args) -> int:
+    # lazy: pulls in orbax, gymnasium (0.7-1 s), which `--help` does not need
     from ondevice_rl.train.use.render import render_run
 
     try:

@@ -42,6 +42,7 @@ def add_subcommands(subparsers, algo: str | None = None) -> None:
 
 
 def _export(args) -> int:
+    # lazy: pulls in orbax (0.6-0.9 s), which `--help` does not need
     from ondevice_rl.train.use.export import export_policy, signature, write_artifact
 
     try:

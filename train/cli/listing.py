@@ -1,29 +1,42 @@
 """``ondevice-rl algos``, ``ondevice-rl envs`` and ``ondevice-rl recipes``:
 tables of what there is to train."""
 
-from ondevice_rl.train.kit.registry import DEFAULT, algorithms, get_algorithm
+import sys
+from collections.abc import Mapping
+
+import numpy as np
+from rich.console import Console
+from rich.table import Table
+
+from ondevice_rl import envs
+from ondevice_rl.env.spaces import Box, Discrete
+from ondevice_rl.envs.registry import plugin_of
+from ondevice_rl.envs.suites import SUITES
+from ondevice_rl.train.kit.registry import (
+    DEFAULT,
+    algorithm_of,
+    algorithms,
+    get_algorithm,
+)
+from ondevice_rl.train.recipes.loader import describe, list_recipes, load_recipe
 
 
 def add_subcommands(subparsers, algo: str = DEFAULT) -> None:
-    algos = subparsers.add_parser("algos", help="list the learners")
-    algos.set_defaults(func=_algos)
-    envs = subparsers.add_parser("envs", help="list the environments")
-    envs.add_argument(
+    algos_parser = subparsers.add_parser("algos", help="list the learners")
+    algos_parser.set_defaults(func=_algos)
+    envs_parser = subparsers.add_parser("envs", help="list the environments")
+    envs_parser.add_argument(
         "--full",
         action="store_true",
         help="also build the brax, mjx and JAX-suite envs (Craftax, Navix, ...) "
         "to show their spaces (seconds each)",
     )
-    envs.set_defaults(func=_envs)
-    recipes = subparsers.add_parser("recipes", help="list the shipped recipes")
-    recipes.set_defaults(func=_recipes)
+    envs_parser.set_defaults(func=_envs)
+    recipes_parser = subparsers.add_parser("recipes", help="list the shipped recipes")
+    recipes_parser.set_defaults(func=_recipes)
 
 
 def _space(space) -> str:
-    import numpy as np
-
-    from ondevice_rl.env.spaces import Box, Discrete
-
     if isinstance(space, Discrete):
         return f"Discrete({space.n})"
     if isinstance(space, Box):
@@ -36,12 +49,6 @@ def _space(space) -> str:
 
 def _observation(space) -> str:
     """``[4]``; ``uint8[8, 8, 3] categorical``; ``dict of 6, mask [4]``."""
-    from collections.abc import Mapping
-
-    import numpy as np
-
-    from ondevice_rl.env.spaces import Discrete
-
     if isinstance(space, Mapping):
         mask = space.get("action_mask")
         text = f"dict of {len(space) - (mask is not None)}"
@@ -56,15 +63,6 @@ def _observation(space) -> str:
 
 
 def _envs(args) -> int:
-    import sys
-
-    from rich.console import Console
-    from rich.table import Table
-
-    from ondevice_rl import envs
-    from ondevice_rl.envs.registry import plugin_of
-    from ondevice_rl.envs.suites import SUITES
-
     plugins = envs.load_plugins()  # installed packages' environments
     table = Table(title="environments (or any package.module:factory)")
     columns = ("name", "observation", "action space", "time limit")
@@ -103,9 +101,6 @@ def _envs(args) -> int:
 
 
 def _algos(args) -> int:
-    from rich.console import Console
-    from rich.table import Table
-
     table = Table(title="learners (ondevice-rl train --algo NAME)")
     for column in ("name", "config", "actions", "traced hyperparameters", "summary"):
         table.add_column(column, no_wrap=column == "name")
@@ -123,12 +118,6 @@ def _algos(args) -> int:
 
 
 def _recipes(args) -> int:
-    from rich.console import Console
-    from rich.table import Table
-
-    from ondevice_rl.train.kit.registry import algorithm_of
-    from ondevice_rl.train.recipes.loader import describe, list_recipes, load_recipe
-
     table = Table(title="recipes (ondevice-rl train --recipe NAME)")
     for column in ("name", "algo", "env", "steps", "description"):
         table.add_column(column, no_wrap=column == "name")

@@ -12,11 +12,11 @@ from ondevice_rl.train.cli.args import (
 )
 from ondevice_rl.train.cli.errors import WRITE_FAILED, fail
 from ondevice_rl.train.services.writes import WriteFailed
+from ondevice_rl.train.use.curves import load_series
+from ondevice_rl.train.use.smoothing import BANDS, SMOOTHINGS
 
 
 def add_subcommands(subparsers, algo: str | None = None) -> None:
-    from ondevice_rl.train.use.smoothing import BANDS, SMOOTHINGS
-
     del algo
     plot = subparsers.add_parser(
         "plot",
@@ -75,6 +75,7 @@ def add_subcommands(subparsers, algo: str | None = None) -> None:
 
 def _check_out(out: Path) -> None:
     """``--out`` a file matplotlib writes (by its suffix), in a directory."""
+    # lazy: matplotlib (0.6 s), which `--help` does not need
     from matplotlib.backend_bases import FigureCanvasBase
 
     check_out_file(out)
@@ -87,7 +88,7 @@ def _check_out(out: Path) -> None:
 
 
 def _plot(args) -> int:
-    from ondevice_rl.train.use.curves import load_series
+    # lazy: matplotlib (0.6 s), which `--help` does not need
     from ondevice_rl.train.use.plots import plot_series
 
     def warn(message: str) -> None:

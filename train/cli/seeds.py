@@ -20,7 +20,6 @@ losses) into ``--out`` (default ``runs/seeds/RECIPE``); ``--checkpoint``
 trains in rounds checkpointed there, and the same command again resumes.
 """
 
-import json
 import sys
 from pathlib import Path
 
@@ -29,12 +28,10 @@ import numpy as np
 from ondevice_rl.cpu.flags import use_cpu_cores
 from ondevice_rl.train.cli.args import add_cpu_devices_argument, positive_int_arg
 from ondevice_rl.train.cli.errors import WRITE_FAILED, fail
+from ondevice_rl.train.cli.sweep_specs import with_changes
+from ondevice_rl.train.kit.config import config_from_dict
 from ondevice_rl.train.kit.registry import algorithm_of
-from ondevice_rl.train.recipes.loader import (
-    config_from_dict,
-    load_recipe,
-    recipe_env_params,
-)
+from ondevice_rl.train.recipes.loader import load_recipe, recipe_env_params
 from ondevice_rl.train.run.artifacts import write_json
 from ondevice_rl.train.services.machine import machine
 from ondevice_rl.train.services.writes import write_whole
@@ -125,15 +122,7 @@ def add_subcommands(subparsers, algo: str | None = None) -> None:
 
 def _config(recipe, changes: list[str]):
     """The recipe's config with ``FIELD=VALUE`` changes (JSON values)."""
-    values = recipe.to_dict()
-    for item in changes:
-        name, sep, text = item.partition("=")
-        if not sep or not name.strip():
-            raise SeedsError(f"--set {item!r}: write FIELD=VALUE")
-        try:
-            values[name.strip()] = json.loads(text)
-        except ValueError:
-            values[name.strip()] = text
+    values = with_changes(recipe.to_dict(), changes)
     return config_from_dict(values, algorithm_of(recipe), where="--set")
 
 

@@ -9,6 +9,7 @@ Examples::
     ondevice-rl sweep --recipe cartpole_dqn --learning-rate 1e-4,3e-4
     ondevice-rl sweep --strategy pbt --seeds 4 --samples 16 \
         --learning-rate loguniform:1e-5:1e-2 --out runs/pbt
+    ondevice-rl sweep compare --recipe acrobot_ppo --total-timesteps 100000
 
 ``--algo NAME`` (or ``--recipe NAME``'s learner) picks the learner (default
 ppo); its traced hyperparameters and static fields become the flags. A
@@ -19,7 +20,8 @@ lists and compile one program per combination. Writes ``sweep.csv``,
 ``ranking.csv``, ``curves.npz``, ``curves.png``, ``profile.png``,
 ``summary.json`` and every member's final parameters into ``--out`` and
 prints the ranking; ``--strategy`` searches as it trains
-(``sweep_search.py``). Bad specs exit 2 with a one-line error; Ctrl-C
+(``sweep_search.py``), and ``sweep compare`` compares the strategies on one
+task (``sweep_compare.py``). Bad specs exit 2 with a one-line error; Ctrl-C
 writes the members finished so far and exits 130.
 """
 
@@ -29,7 +31,7 @@ from pathlib import Path
 
 from ondevice_rl.cpu.flags import use_cpu_cores
 from ondevice_rl.devices import distributed
-from ondevice_rl.train.cli import sweep_search
+from ondevice_rl.train.cli import sweep_compare, sweep_search
 from ondevice_rl.train.cli.args import (
     add_algo_argument,
     add_cpu_devices_argument,
@@ -50,6 +52,16 @@ from ondevice_rl.train.cli.sweep_specs import (
 )
 from ondevice_rl.train.kit.protocol import Algorithm
 from ondevice_rl.train.kit.registry import DEFAULT, algorithms, get_algorithm
+from ondevice_rl.train.recipes.loader import (
+    load_recipe,
+    recipe_algorithm,
+    recipe_env_params,
+)
+from ondevice_rl.train.run import artifacts
+from ondevice_rl.train.run.lock import DirLock
+from ondevice_rl.train.sweep import SweepSpecError, request, run_plan, store
+from ondevice_rl.train.sweep.report import write_outputs
+from ondevice_rl.train.sweep.terminal import print_plan, print_result
 
 DEFAULT_ENV = "CartPole-v1"
 
@@ -71,7 +83,8 @@ def add_subcommands(subparsers, algo: str = DEFAULT) -> None:
     algorithm = get_algorithm(algo if algo in algorithms() else DEFAULT)
     parser = subparsers.add_parser(
         "sweep",
-        help="train a population (vmapped, compiled once per static config)",
+        help="train a population (vmapped, compiled once per static config); "
+        "sweep compare: search strategies compared on one task",
         description=__doc__.split("\n\n")[0],
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -127,15 +140,15 @@ def add_subcommands(subparsers, algo: str = DEFAULT) -> None:
     sweep_search.add_arguments(parser)
     add_cpu_devices_argument(parser)
     add_distributed_arguments(parser)
-    parser.set_defaults(func=run)
+    parts = parser.add_subparsers(dest="part", metavar="{compare}")
+    sweep_compare.add_parser(parts)
+    parser.set_defaults(func=run, part=None)
 
 
 def _read_args(args, algo: str = DEFAULT) -> dict:
     """Everything that can be checked without JAX (before multi-host init);
     ``algo`` when ``--algo`` is not given."""
     if args.algo is None and args.recipe is not None:
-        from ondevice_rl.train.recipes.loader import recipe_algorithm
-
         try:
             algo = recipe_algorithm(args.recipe)
         except (FileNotFoundError, ValueError) as err:
@@ -183,8 +196,6 @@ def _read_args(args, algo: str = DEFAULT) -> dict:
 
 
 def _recipe_env_params(recipe: str) -> dict | None:
-    from ondevice_rl.train.recipes.loader import recipe_env_params
-
     try:
         return recipe_env_params(recipe)
     except (OSError, ValueError) as err:
@@ -193,8 +204,6 @@ def _recipe_env_params(recipe: str) -> dict | None:
 
 def _recipe_base(args, algorithm: Algorithm) -> dict:
     """The recipe's config fields (``--recipe``), for ``--algo``'s learner."""
-    from ondevice_rl.train.recipes.loader import load_recipe
-
     try:
         recipe = load_recipe(args.recipe)
     except (FileNotFoundError, ValueError) as err:
@@ -231,58 +240,38 @@ def _request(args, spec) -> dict:
     }
 
 
-def _plan(request: dict):
-    from ondevice_rl.train.recipes.loader import config_from_dict
-    from ondevice_rl.train.sweep import build_plan
-
-    algorithm = get_algorithm(request["algo"])
-    base = dict(request.get("base") or {}, env=request["env"])
-    return build_plan(
-        config_from_dict(base, algorithm, where="the recipe's settings"),
-        request["seeds"],
-        request["search"],
-        request["env_params"],
-        request["samples"],
-        request["sample_seed"],
-    )
-
-
 def run(args: argparse.Namespace) -> int:
-    from ondevice_rl.train.run import artifacts
-    from ondevice_rl.train.run.lock import DirLock
-    from ondevice_rl.train.sweep import SweepSpecError, store
-
     out, lock = Path(args.out), None
     try:
         if args.resume and args.force:
             raise CLIError("--resume and --force exclude each other")
-        stored = store.load_request(out) if args.resume else None
+        stored = request.load_request(out) if args.resume else None
         spec = _read_args(args, stored["algo"] if stored else DEFAULT)
         if stored is not None:
             conflict = resume_conflict(given_flags(args, spec), stored)
             if conflict:
                 raise CLIError(conflict)
-        request = stored or _request(args, spec)
+        asked = stored or _request(args, spec)
         # Both must come before anything starts the JAX backend.
-        use_cpu_cores(request.get("cpu_devices"))
+        use_cpu_cores(asked.get("cpu_devices"))
         distributed.initialize_from_args(args)
         main = distributed.is_main_process()
-        plan = _plan(request)  # checked; nothing written or compiled yet
-        if request.get("strategy"):
-            sweep_search.check(request, plan)
+        plan = request.plan_of(asked)  # checked; nothing written or compiled yet
+        if asked.get("strategy"):
+            sweep_search.check(asked, plan)
         if main and not args.resume:  # what the lock (a file) would come before
             artifacts.check_run_dir(out, force=args.force)
         if main:  # one writer per directory: the main process
             lock = DirLock(out).acquire()
         if main and not args.resume:
             artifacts.prepare_run_dir(out, force=args.force)
-            store.save_request(out, request)
+            request.save_request(out, asked)
     except (CLIError, SweepSpecError, ValueError, KeyError) as err:
         if lock is not None:
             lock.release()
         return fail("sweep", err)
     try:
-        return _sweep(args, out, request, plan, main)
+        return _sweep(args, out, asked, plan, main)
     except OSError as err:  # a full disk, a read-only directory
         where = f"{err.filename} " if err.filename else ""
         return fail(
@@ -296,13 +285,11 @@ def run(args: argparse.Namespace) -> int:
             lock.release()
 
 
-def _sweep(args, out: Path, request: dict, plan, main: bool) -> int:
+def _sweep(args, out: Path, asked: dict, plan, main: bool) -> int:
     """Trains the plan's missing members, writing each chunk as it ends,
     then the report."""
-    from ondevice_rl.train.sweep import report, run_plan, store
-
-    if request.get("strategy"):
-        return sweep_search.run(args, out, request, plan, main)
+    if asked.get("strategy"):
+        return sweep_search.run(args, out, asked, plan, main)
 
     finished = {}
     if args.resume:  # a damaged chunk file is moved aside (by the main process)
@@ -310,17 +297,16 @@ def _sweep(args, out: Path, request: dict, plan, main: bool) -> int:
         for note in notes:
             print(note, file=sys.stderr)
     if main:
-        report.print_plan(plan)
+        print_plan(plan)
         if finished:
             print(
                 f"resuming: {len(finished)} member(s) already trained", file=sys.stderr
             )
     written = set(finished)
-    chunk_sizes = store.chunk_sizes(request, plan) if args.resume else None
 
     def write_chunk(result, group, chunk):
         if main and chunk == 0 and not args.resume:
-            store.save_request(out, store.with_chunk_sizes(request, result.groups))
+            request.save_request(out, request.with_chunk_sizes(asked, result.groups))
         new = {
             m.index: result.metrics[m.index]
             for m in result.finished
@@ -328,21 +314,21 @@ def _sweep(args, out: Path, request: dict, plan, main: bool) -> int:
         }
         if main:  # parameters first: a chunk on disk always has them
             store.save_params(out, result, new)
-            store.save_members(out, new)
+            store.save_metrics(out, new)
         written.update(new)
 
     result = run_plan(
         plan,
-        chunk_size=request.get("chunk_size"),
-        memory_budget_bytes=request.get("memory_budget"),
+        chunk_size=asked.get("chunk_size"),
+        memory_budget_bytes=asked.get("memory_budget"),
         progress=not args.no_progress,
         on_chunk=write_chunk,
         finished=finished,
-        chunk_sizes=chunk_sizes,
+        chunk_sizes=request.chunk_sizes(asked, plan) if args.resume else None,
     )
     if main:
-        report.write_outputs(result, out, top=args.top)
-        report.print_result(result, out, top=args.top)
+        write_outputs(result, out, top=args.top)
+        print_result(result, out, top=args.top)
     if result.interrupted:
         kept = f"wrote {len(result.finished)} of {len(plan.members)} members"
         return interrupted(kept, out, result.stop_signal)

@@ -1,5 +1,5 @@
 """``ondevice-rl sweep --strategy pbt|halving``: a population that searches
-as it trains (``ondevice_rl.train.sweep.search``).
+as it trains (``ondevice_rl.train.sweep.engine``).
 
 The search space is the sweep's: hyperparameter flags with
 ``loguniform:LOW:HIGH``/``uniform:LOW:HIGH`` (and ``--samples`` members per
@@ -15,6 +15,10 @@ from pathlib import Path
 
 from ondevice_rl.train.cli.args import int_arg
 from ondevice_rl.train.cli.sweep_specs import CLIError, interrupted
+from ondevice_rl.train.sweep import STRATEGIES, check_plan, run_plan
+from ondevice_rl.train.sweep.engine import DEFAULT_SCORE_EPISODES
+from ondevice_rl.train.sweep.report import write_outputs
+from ondevice_rl.train.sweep.terminal import print_plan, print_result
 
 #: Flags of each strategy's settings: flag -> (strategy, field).
 _SETTINGS = {
@@ -115,8 +119,6 @@ def read_strategy(args) -> dict | None:
 
 def build_strategy(settings: dict):
     """The strategy object of ``sweep.json``'s ``strategy``."""
-    from ondevice_rl.train.sweep.strategies import STRATEGIES
-
     fields = {k: v for k, v in settings.items() if k != "name"}
     try:
         return STRATEGIES[settings["name"]](**fields)
@@ -124,50 +126,42 @@ def build_strategy(settings: dict):
         raise CLIError(f"strategy {settings!r}: {err}") from None
 
 
-def _options(request: dict) -> dict:
+def _options(asked: dict) -> dict:
     return {
-        "round_updates": request.get("round_updates"),
-        "score_episodes": request.get("score_episodes") or 20,
-        "memory_budget_bytes": request.get("memory_budget"),
-        "sample_seed": request.get("sample_seed") or 0,
+        "strategy": build_strategy(asked["strategy"]),
+        "round_updates": asked.get("round_updates"),
+        "score_episodes": asked.get("score_episodes") or DEFAULT_SCORE_EPISODES,
+        "memory_budget_bytes": asked.get("memory_budget"),
     }
 
 
-def check(request: dict, plan) -> None:
+def check(asked: dict, plan) -> None:
     """One-line ``SweepSpecError`` for a search this machine cannot run
     (before anything is written or compiled)."""
-    from ondevice_rl.train.sweep.search_setup import prepare
-
-    options = _options(request)
-    del options["sample_seed"]
-    prepare(plan, request["search"], build_strategy(request["strategy"]), **options)
+    check_plan(plan, **_options(asked))
 
 
-def run(args, out: Path, request: dict, plan, main: bool) -> int:
+def run(args, out: Path, asked: dict, plan, main: bool) -> int:
     """Trains (or resumes) the search and writes its report."""
-    from ondevice_rl.train.sweep import report, search_report
-    from ondevice_rl.train.sweep.search import search_plan
-
-    strategy = build_strategy(request["strategy"])
     if main:
-        report.print_plan(plan)
-    result = search_plan(
+        print_plan(plan)
+    result = run_plan(
         plan,
-        request["search"],
-        strategy,
         progress=not args.no_progress,
-        out=out,  # every process reads a checkpoint; the main one writes
+        checkpoints=out,  # every process reads a checkpoint; the main one writes
         resume=args.resume,
-        **_options(request),
+        sample_seed=asked.get("sample_seed") or 0,
+        **_options(asked),
     )
-    for note in result.notes:
+    lineage = result.lineage
+    for note in lineage.notes:
         print(note, file=sys.stderr)
-    if result.resumed_from and main:
-        print(f"resumed after round {result.resumed_from}", file=sys.stderr)
+    if lineage.resumed_from and main:
+        print(f"resumed after round {lineage.resumed_from}", file=sys.stderr)
     if main:
-        search_report.write_outputs(result, out)
-        search_report.print_result(result, out)
+        write_outputs(result, out)
+        print_result(result, out)
     if result.interrupted:
-        kept = f"stopped after round {result.done} of {len(result.lengths)}"
+        kept = f"stopped after round {lineage.done} of {len(lineage.lengths)}"
         return interrupted(kept, out, result.stop_signal)
     return 0

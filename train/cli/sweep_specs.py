@@ -1,10 +1,15 @@
 """Reading ``ondevice-rl sweep``'s value specs: comma lists (grids),
 ``uniform:LOW:HIGH`` / ``loguniform:LOW:HIGH`` (random), seeds, byte sizes."""
 
+import json
 import math
 import re
+import sys
 
 from ondevice_rl.train.cli.args import flag_name, parse_int
+from ondevice_rl.train.services.interrupt import EXIT_STATUS
+from ondevice_rl.train.sweep.request import comparable
+from ondevice_rl.train.sweep.space import LogUniform, SweepSpecError, Uniform
 
 _RANDOM = re.compile(r"^(uniform|loguniform):([^:]+):([^:]+)$")
 
@@ -26,8 +31,6 @@ def parse_spec(flag: str, text: str, kind=float):
     ``kind`` is ``float``, ``int``, ``bool``, ``str`` or ``"hidden"``
     (``64x64`` = two layers of 64).
     """
-    from ondevice_rl.train.sweep import LogUniform, SweepSpecError, Uniform
-
     text = text.strip()
     if text.startswith(("uniform", "loguniform")):
         match = _RANDOM.match(text)
@@ -66,6 +69,21 @@ def parse_spec(flag: str, text: str, kind=float):
             values.append(tuple(int(w) for w in item.split("x")))
         else:
             values.append(item)
+    return values
+
+
+def with_changes(values: dict, changes: list[str]) -> dict:
+    """``values`` with ``--set FIELD=VALUE`` changes (JSON values, else the
+    text)."""
+    values = dict(values)
+    for item in changes:
+        name, sep, text = item.partition("=")
+        if not sep or not name.strip():
+            raise CLIError(f"--set {item!r}: write FIELD=VALUE")
+        try:
+            values[name.strip()] = json.loads(text)
+        except ValueError:
+            values[name.strip()] = text
     return values
 
 
@@ -131,8 +149,6 @@ def resume_conflict(given: dict, stored: dict) -> str | None:
     flag -> (the request's field, its value as read) for the flags on the
     command line (search flags as ``("search", name)``, env params as
     ``("env_params", name)``)."""
-    from ondevice_rl.train.sweep.store import comparable
-
     for flag, (field, value) in given.items():
         if isinstance(field, tuple):
             group, name = field
@@ -153,10 +169,6 @@ def resume_conflict(given: dict, stored: dict) -> str | None:
 def interrupted(message: str, out, stop_signal: int | None) -> int:
     """Says what a stopped sweep kept and how to resume it; the exit status
     of the signal that stopped it (130 for Ctrl-C)."""
-    import sys
-
-    from ondevice_rl.train.services.interrupt import EXIT_STATUS
-
     print(
         f"interrupted: {message}; resume with: ondevice-rl sweep --resume --out {out}",
         file=sys.stderr,

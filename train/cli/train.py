@@ -2,12 +2,14 @@
 
 ``train`` builds the chosen algorithm's config (``--algo``, default PPO, or
 the recipe's) from a recipe (optional) overridden by flags, one flag per
-config field, as ``ondevice_rl.run_training`` does (``train/run/entry.py``),
-and runs it with ``train_from_config``, which checks the run's arguments
-(``errors.fail`` words its errors with the flags). Without ``--out`` the run gets a
-new directory under ``runs/``. JAX's persistent compilation cache is
-switched on here, not on library import (``--no-compile-cache`` leaves it
-off; ``train/services/compile_cache.py``).
+config field, and checks the run once, as ``ondevice_rl.run_training`` does
+(``prepare_run``, ``train/run/entry.py``); ``--resume`` checks the stored
+run once (``check_resume``) and the flags given beside it against it. The
+checked request goes to ``runner.train``; ``errors.fail`` words its errors
+with the flags. Without ``--out`` the run gets a new directory under
+``runs/``. JAX's persistent compilation cache is switched on here, not on
+library import (``--no-compile-cache`` leaves it off;
+``train/services/compile_cache.py``).
 """
 
 import dataclasses
@@ -22,16 +24,31 @@ from ondevice_rl.train.cli.args import (
 )
 from ondevice_rl.train.cli.errors import WRITE_FAILED, fail
 from ondevice_rl.train.cli.train_report import RUN_FILES, report
-from ondevice_rl.train.kit.registry import DEFAULT, algorithms, get_algorithm
+from ondevice_rl.train.kit.registry import (
+    DEFAULT,
+    algorithm_of,
+    algorithms,
+    get_algorithm,
+)
+from ondevice_rl.train.run.artifacts import RunDirError
 from ondevice_rl.train.run.checks import (
     CHECKPOINT_SECONDS,
     DEFAULT_EVAL_EPISODES,
     DEFAULT_LOG_ROWS,
+    DEFAULT_SEED,
     DEFAULT_SEGMENTS,
     SEED_RANGE,
     SEGMENT_SECONDS,
 )
-from ondevice_rl.train.services.compile_cache import CACHE_ENV, compilation_cache_dir
+from ondevice_rl.train.run.devices import ALL_DEVICES, data_parallel_learners
+from ondevice_rl.train.run.entry import NEW_RUN_DIR, prepare_run
+from ondevice_rl.train.run.request import RunRequest, check_resume
+from ondevice_rl.train.run.runner import RunWriteError, train
+from ondevice_rl.train.services.compile_cache import (
+    CACHE_ENV,
+    compilation_cache_dir,
+    use_compilation_cache,
+)
 
 
 def _known(algo: str) -> str:
@@ -50,7 +67,9 @@ def add_subcommands(subparsers, algo: str = DEFAULT) -> None:
     add_algo_argument(train, algo)
     train.add_argument("--recipe", help="shipped recipe name or TOML file")
     train.add_argument(
-        "--seed", type=int_arg, help=f"PRNG seed in {SEED_RANGE} (default 0)"
+        "--seed",
+        type=int_arg,
+        help=f"PRNG seed in {SEED_RANGE} (default {DEFAULT_SEED})",
     )
     train.add_argument(
         "--out",
@@ -122,6 +141,15 @@ def add_subcommands(subparsers, algo: str = DEFAULT) -> None:
         "the device (default: 1, 2, 5, 10, 20, ..., the least that keeps the "
         f"run within {DEFAULT_LOG_ROWS} rows)",
     )
+    train.add_argument(
+        "--devices",
+        type=_devices_arg,
+        metavar=f"N|{ALL_DEVICES}",
+        help="one large run over N devices (or all JAX shows): the environments "
+        "split over them, gradients averaged (data-parallel; "
+        f"{', '.join(data_parallel_learners())}). For GPUs and TPUs: simulated "
+        "CPU devices share the same cores (default: one device)",
+    )
     cache = compilation_cache_dir()
     where = f"in {cache}" if cache else f"off: {CACHE_ENV}=off"
     train.add_argument(
@@ -142,7 +170,14 @@ def add_subcommands(subparsers, algo: str = DEFAULT) -> None:
     one_line_errors(train)
 
 
-def _config_fields(args) -> dict:
+def _devices_arg(text: str) -> int | str:
+    """``--devices``: ``all`` or an integer (its range is the run's check)."""
+    if text.strip() == ALL_DEVICES:
+        return ALL_DEVICES
+    return int_arg(text)
+
+
+def config_fields(args) -> dict:
     """The config fields given as flags."""
     names = [f.name for f in dataclasses.fields(get_algorithm(args.algo).config)]
     return {k: getattr(args, k) for k in names if getattr(args, k, None) is not None}
@@ -163,27 +198,43 @@ def _env_params(items: list[str]) -> dict | None:
     return params or None
 
 
-def _build_config(args):
-    """The chosen algorithm's config: recipe values, then flags. Raises
-    ValueError/KeyError/FileNotFoundError with one-line messages (the env
-    itself is checked by ``train_from_config``)."""
-    from ondevice_rl.train.run.entry import build_config
-
-    return build_config(args.algo, args.recipe, _config_fields(args), "config")
-
-
 def _plain(value):
     """Lists and tuples alike, for comparing a flag with a stored field."""
     return list(value) if isinstance(value, tuple | list) else value
 
 
-def _resume_flags(args) -> dict:
-    """The flags given beside ``--resume``: only ``--total-timesteps`` may
-    differ from the stored run (ValueError otherwise)."""
-    from ondevice_rl.train.kit.registry import algorithm_of
-    from ondevice_rl.train.run.run_spec import RunSpec
+def _new_run(args) -> RunRequest:
+    """The run the flags describe: the chosen algorithm's config (recipe
+    values, then flags) and the run's arguments, checked once."""
+    return prepare_run(
+        algo=args.algo,
+        recipe=args.recipe,
+        fields=config_fields(args),
+        env_params=_env_params(args.env_param),
+        seed=DEFAULT_SEED if args.seed is None else args.seed,
+        out=NEW_RUN_DIR if args.out is None else args.out,
+        where="config",
+        force=args.force,
+        wandb=args.wandb,
+        num_segments=args.segments,
+        checkpoint_every=args.checkpoint_every,
+        eval_every=args.eval_every,
+        eval_episodes=args.eval_episodes,
+        log_every=args.log_every,
+        devices=args.devices,
+    )
 
-    spec = RunSpec.stored_in(args.resume)
+
+def _resumed_run(args) -> RunRequest:
+    """The stored run in ``--resume``, checked once; the flags given beside
+    it may not change its program: only ``--total-timesteps`` may differ
+    (ValueError otherwise)."""
+    request = check_resume(
+        args.resume,
+        total_timesteps=args.total_timesteps,
+        checkpoint_every=args.checkpoint_every,
+    )
+    spec = request.spec
     if args.out is not None or args.recipe is not None or args.force:
         raise ValueError("--resume takes no --out, --recipe or --force")
     stored_algo = algorithm_of(spec.config).name
@@ -197,6 +248,9 @@ def _resume_flags(args) -> dict:
         raise ValueError(f"--seed {args.seed} differs from the run's ({spec.seed})")
     if args.segments is not None:
         raise ValueError("--segments cannot change on --resume")
+    if args.devices is not None:
+        raise ValueError("--devices cannot change on --resume (the run goes on "
+                         "over the devices it was split over)")  # fmt: skip
     if args.wandb is not None:
         raise ValueError("--wandb cannot change on --resume (a run logging to "
                          "W&B goes on logging there)")  # fmt: skip
@@ -218,66 +272,17 @@ def _resume_flags(args) -> dict:
                 f"run in {args.resume} (stored {stored[field.name]}); only "
                 "--total-timesteps may change on --resume"
             )
-    return {"total_timesteps": args.total_timesteps}
+    return request
 
 
 def _train(args) -> int:
-    from ondevice_rl.train.run.artifacts import RunDirError
-    from ondevice_rl.train.run.entry import NEW_RUN_DIR, prepare_run, removed_if_empty
-    from ondevice_rl.train.run.runner import (
-        RunWriteError,
-        resume_training,
-        train_from_config,
-    )
-    from ondevice_rl.train.services.compile_cache import use_compilation_cache
-
-    out, created = None, False
+    """The run: checked once, then trained; its summary and exit status."""
     try:
-        run_args = dict(
-            checkpoint_every=args.checkpoint_every,
-            eval_every=args.eval_every,
-            eval_episodes=args.eval_episodes,
-            log_every=args.log_every,
-        )
-        if args.resume is not None:
-            kwargs = _resume_flags(args)
-            run = lambda: resume_training(  # noqa: E731
-                args.resume,
-                progress=not args.no_progress,
-                checkpoint_every=args.checkpoint_every,
-                **kwargs,
-            )
-        else:
-            seed = 0 if args.seed is None else args.seed
-            config, env_params, out, created = prepare_run(
-                algo=args.algo,
-                recipe=args.recipe,
-                fields=_config_fields(args),
-                env_params=_env_params(args.env_param),
-                seed=seed,
-                out=NEW_RUN_DIR if args.out is None else args.out,
-                where="config",
-                force=args.force,
-                wandb=args.wandb,
-                num_segments=args.segments,
-                **run_args,
-            )
-            run = lambda: train_from_config(  # noqa: E731
-                config,
-                seed=seed,
-                out_dir=out,
-                num_segments=args.segments,
-                progress=not args.no_progress,
-                force=args.force,
-                wandb=args.wandb,
-                env_params=env_params,
-                **run_args,
-            )
+        request = _resumed_run(args) if args.resume is not None else _new_run(args)
         cache = use_compilation_cache(not args.no_compile_cache)
-        if created:
-            print(f"run directory: {out}", flush=True)
-        with removed_if_empty(out, created):
-            result = run()
+        if request.created:
+            print(f"run directory: {request.out}", flush=True)
+        result = train(request, progress=not args.no_progress)
     except (ValueError, KeyError, FileNotFoundError, RunDirError) as e:
         if args.debug:
             raise

@@ -3,12 +3,17 @@
 import sys
 from pathlib import Path
 
+import numpy as np
+
+from ondevice_rl.metrics import FINAL_WINDOW
+from ondevice_rl.train.kit.registry import algorithm_of
 from ondevice_rl.train.run.artifacts import (
     CHECKPOINT_DIR,
     CONFIG_FILE,
     CURVE_FILE,
     METRICS_FILE,
 )
+from ondevice_rl.train.services.interrupt import EXIT_STATUS
 
 RUN_FILES = (CONFIG_FILE, METRICS_FILE, CURVE_FILE, f"{CHECKPOINT_DIR}/")
 
@@ -18,12 +23,6 @@ def report(result, cache: Path | None) -> int:
     cache's directory, if on); returns the exit status: 0 done, 3 stopped
     on non-finite values, the signal's status if interrupted (the command
     to resume on stderr)."""
-    import numpy as np
-
-    from ondevice_rl.metrics import FINAL_WINDOW
-    from ondevice_rl.train.kit.registry import algorithm_of
-    from ondevice_rl.train.services.interrupt import EXIT_STATUS
-
     config = result.config
     updates = result.env_steps // config.steps_per_update
     status = (

@@ -84,8 +84,9 @@ class DQNConfig(EpsilonGreedyFields, ReplaySizes, LearnerConfig):
         check_replay_sizes(self, needed, "n_step, train_frequency")
 
     @property
-    def steps_per_update(self) -> int:
-        return self.num_envs * self.train_frequency
+    def vector_steps(self) -> int:
+        """Vector steps per update (``train_frequency``)."""
+        return self.train_frequency
 
 
 Hyperparams = DQNConfig.HYPERPARAMS

@@ -1,5 +1,8 @@
 """A learner's network as the kit drives it: with memory or without.
 
+``build_network`` is the network for an env's spaces (an actor-critic or a
+Q-network); ``build_agent`` wraps it, behind a recurrent core with memory.
+
 ``Agent.step(params, carry, obs [B, ...], first [B] or None) -> (carry,
 out)`` acts (``first`` marks observations whose episode starts there: the
 carry starts afresh; None: none does);
@@ -21,9 +24,9 @@ import jax
 import jax.numpy as jnp
 
 from ondevice_rl.env.masks import mask_output, split_action_mask
+from ondevice_rl.nn.networks import ActorCritic, QNetwork
 from ondevice_rl.nn.recurrent import MemoryNet, initial_carry, unroll
 from ondevice_rl.train.kit.env_setup import EnvSetup, zero_observation
-from ondevice_rl.train.kit.state import build_network
 
 
 class Agent(NamedTuple):
@@ -33,6 +36,24 @@ class Agent(NamedTuple):
     initial_carry: Callable  # batch_shape -> carry
     step: Callable
     unroll: Callable
+
+
+def build_network(setup: EnvSetup, config: Any, kind: str, **kwargs: Any) -> Any:
+    """The learner's network for ``setup``'s spaces: ``kind`` "actor_critic"
+    or "q"; an MLP torso for vector observations, a CNN for images, the
+    encoders of ``ondevice_rl.nn.encoders`` for pytrees, pixels and grids."""
+    obs_ndim = setup.obs_encoding
+    if kind == "actor_critic":
+        return ActorCritic(
+            setup.action_dim,
+            setup.continuous,
+            config.hidden,
+            config.activation,
+            obs_ndim=obs_ndim,
+        )
+    return QNetwork(
+        setup.action_dim, config.hidden, config.activation, obs_ndim=obs_ndim, **kwargs
+    )
 
 
 def build_agent(setup: EnvSetup, config: Any, kind: str, **kwargs: Any) -> Agent:

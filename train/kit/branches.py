@@ -18,7 +18,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from ondevice_rl.cpu.scans import traced_once
+from ondevice_rl.scans import traced_once
 
 
 def cond_or_select(

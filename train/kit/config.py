@@ -7,6 +7,8 @@ A learner's config is a frozen dataclass made by ``learner_config`` on top of
 range and its help text. ``learner_config`` reads those fields and gives the
 class ``HYPERPARAMS`` (a NamedTuple of float32 leaves, so sweeping them never
 recompiles) and ``RANGES``; ``config.hyperparams`` is the default values.
+``config_from_dict`` builds a learner's config from field values read from
+a file or a flag (recipes, run directories, ``--set``), checked and coerced.
 """
 
 import dataclasses
@@ -26,6 +28,7 @@ from ondevice_rl.ranges import (  # noqa: F401  (re-exported for the learners)
     UNIT,
     Range,
 )
+from ondevice_rl.train.kit.protocol import Algorithm
 from ondevice_rl.train.kit.schedules import LR_SCHEDULES
 
 _TRACED = "traced_range"
@@ -262,3 +265,50 @@ class RolloutSizes:
 def hyperparams_from(cls: type, values: Any) -> Any:
     """A ``cls`` NamedTuple of float32 arrays from a sequence of values."""
     return cls(*(jnp.asarray(x, jnp.float32) for x in values))
+
+
+def _coerce(name: str, value, default: Any, where: str):
+    bad = ValueError(f"{where}: {name} must be {type(default).__name__}, got {value!r}")
+    if isinstance(default, bool):
+        if not isinstance(value, bool):
+            raise bad
+    elif isinstance(default, int):
+        if isinstance(value, float) and value.is_integer():
+            value = int(value)
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise bad
+    elif isinstance(default, float):
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise bad
+        value = float(value)
+    elif isinstance(default, tuple):
+        if not isinstance(value, list | tuple) or not all(
+            isinstance(x, int) and not isinstance(x, bool) for x in value
+        ):
+            raise ValueError(f"{where}: {name} must be a list of ints, got {value!r}")
+        value = tuple(value)
+    elif not isinstance(value, type(default)):
+        raise bad
+    return value
+
+
+def config_from_dict(values: dict, algorithm: Algorithm, where: str = "config") -> Any:
+    """``algorithm``'s config from a mapping of its field names (checked and
+    coerced).
+
+    Raises:
+        ValueError: unknown key (the message lists the valid ones), wrong type,
+            or a value the config rejects.
+    """
+    defaults = algorithm.defaults()
+    unknown = sorted(set(values) - set(defaults))
+    if unknown:
+        raise ValueError(
+            f"{where}: unknown key(s) {', '.join(unknown)} for {algorithm.name}; "
+            f"valid keys: {', '.join(defaults)}"
+        )
+    fields = {k: _coerce(k, v, defaults[k], where) for k, v in values.items()}
+    try:
+        return algorithm.config(**fields)
+    except ValueError as e:
+        raise ValueError(f"{where}: {e}") from None

@@ -1,8 +1,9 @@
-"""What the off-policy actor-critics (SAC, TD3) share, apart from their loop
-(``train/kit/off_policy_loop.py``): the config fields of replay, learning
-starts, update-to-data ratio, n-step returns and target networks; the
-parameters a gradient step reads and changes; the twin critics' TD loss;
-and the window of last finished episodes their final return is read from.
+"""What the off-policy actor-critics (SAC, TD3) share, apart from their
+trainer (``train/kit/off_policy_trainer.py``): the config fields of replay,
+learning starts, update-to-data ratio, n-step returns and target networks;
+the parameters a gradient step reads and changes; the twin critics' TD
+loss; and the window of last finished episodes their final return is read
+from.
 """
 
 import dataclasses
@@ -97,10 +98,6 @@ class OffPolicyConfig(ReplaySizes, LearnerConfig):
     def gradient_steps(self) -> int:
         """Gradient steps per update once learning has started (``g``)."""
         return replay_shape(self.utd_ratio, self.num_envs)[1]
-
-    @property
-    def steps_per_update(self) -> int:
-        return self.vector_steps * self.num_envs
 
 
 class Model(NamedTuple):

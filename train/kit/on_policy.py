@@ -1,13 +1,16 @@
-"""The on-policy update, written once: rollout → returns → epochs ×
-minibatches of optimiser steps → metrics, scanned over updates.
+"""The on-policy update, written once: rollout → returns → optimiser steps
+→ metrics, scanned over updates.
 
 A learner (PPO, A2C, PQN) supplies an ``OnPolicyLearner``: how it acts on its
-network's output, what it learns on, its loss and its optimiser.
+network's output, what it learns on, its loss, its optimiser and, if not
+epochs × shuffled minibatches, how its optimiser steps go over the batch.
 ``on_policy_trainer`` builds the whole ``Trainer`` around them, with or
 without memory (``train/kit/agent.py``). With memory the carry lives in the
 rollout state, starts afresh inside the rollout where an episode starts, and
 each step's carry is stored so the loss replays whole sequences from the
 state they were acted in; minibatches then split environments, not time.
+``on_policy_learn`` is the update's learning half on its own (what it does
+with one rollout), for code that collects rollouts some other way.
 """
 
 from collections.abc import Callable
@@ -15,8 +18,8 @@ from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
-from jax.flatten_util import ravel_pytree
 
+from ondevice_rl.cpu.flat_params import ravel_params
 from ondevice_rl.devices.sharding import all_mean
 from ondevice_rl.env.masks import split_action_mask
 from ondevice_rl.normalize import normalize_obs, normalize_rollout
@@ -25,12 +28,7 @@ from ondevice_rl.train.kit.agent import Agent, carry_at
 from ondevice_rl.train.kit.env_setup import EnvSetup
 from ondevice_rl.train.kit.minibatches import shuffled_minibatches
 from ondevice_rl.train.kit.optim import gradient_step
-from ondevice_rl.train.kit.protocol import (
-    HostLoop,
-    Trainer,
-    at_config_precision,
-    scan_updates,
-)
+from ondevice_rl.train.kit.protocol import Trainer, at_config_precision, scan_updates
 from ondevice_rl.train.kit.schedules import learning_rate_fn
 from ondevice_rl.train.kit.state import TrainState, advanced, initial_state
 
@@ -57,8 +55,10 @@ class OnPolicyLearner(NamedTuple):
             with ``learning_rate`` a ``count -> lr`` schedule.
         policy: the trained policy (``train/kit/policies.py``).
         metrics: ``(hp, env_steps) -> dict`` of extra per-update metrics.
-        whole_batch: one optimiser step on the whole ``[T, B]`` batch as it
-            is (A2C), not epochs × shuffled minibatches.
+        steps: ``(step, carry, batch, key) -> (carry, stats)``, the
+            update's optimiser steps over the batch (leaves ``[T, B,
+            ...]``), each ``step(carry, samples) -> (carry, stats)``, stats
+            averaged over them; None: ``minibatch_epochs``.
     """
 
     agent: Agent
@@ -68,7 +68,7 @@ class OnPolicyLearner(NamedTuple):
     optimizer: Callable
     policy: Callable
     metrics: Callable = lambda hp, env_steps: {}
-    whole_batch: bool = False
+    steps: Callable | None = None
 
 
 class Memory(NamedTuple):
@@ -128,6 +128,101 @@ def bootstrap_outputs(agent: Agent, params: Any, traj: Transition) -> Any:
     return agent.step(params, carry, traj.final_obs, None)[1]
 
 
+def scheduled_optimizer(config: Any, learner: OnPolicyLearner, hp: Any) -> Any:
+    """The learner's optimiser with ``config.lr_schedule`` over the run's
+    optimiser steps (``update_epochs × num_minibatches`` per update)."""
+    steps = config.update_epochs * config.num_minibatches
+    lr = learning_rate_fn(
+        config.lr_schedule, hp.learning_rate, config.num_updates, steps
+    )
+    return learner.optimizer(hp, lr)
+
+
+def minibatch_epochs(config: Any, memory: bool, num_devices: int = 1) -> Callable:
+    """``OnPolicyLearner.steps`` of ``config.update_epochs`` epochs, each a
+    pass over ``config.num_minibatches`` shuffled minibatches of the ``[T,
+    B]`` batch: flat ``[T·B]`` samples without memory; with it whole
+    environments' sequences, each minibatch ``[T, M, ...]``. Data-parallel,
+    ``B`` is a device's ``B / num_devices`` environments."""
+    epochs, minibatches = config.update_epochs, config.num_minibatches
+    local_batch = config.batch_size // num_devices
+
+    def split(batch):
+        """``[T, B, ...]`` leaves as the minibatches' samples: flat ``[T·B,
+        ...]`` without memory, ``[B, T, ...]`` sequences with it."""
+        if memory:
+            return jax.tree.map(lambda x: jnp.swapaxes(x, 0, 1), batch)
+        return jax.tree.map(lambda x: x.reshape((local_batch,) + x.shape[2:]), batch)
+
+    def steps(step, carry, batch, key):
+        samples = split(batch)
+
+        def minibatch_step(carry, minibatch):
+            if memory:  # [M, T] -> [T, M]
+                minibatch = jax.tree.map(lambda x: jnp.swapaxes(x, 0, 1), minibatch)
+            return step(carry, minibatch)
+
+        def epoch(carry, epoch_key):
+            shuffled = shuffled_minibatches(epoch_key, samples, minibatches)
+            with jax.named_scope("minibatches"):
+                return jax.lax.scan(minibatch_step, carry, shuffled)
+
+        keys = jax.random.split(key, epochs)
+        with jax.named_scope("epochs"):
+            carry, stats = jax.lax.scan(epoch, carry, keys)
+        return carry, jax.tree.map(jnp.mean, stats)
+
+    return steps
+
+
+def on_policy_learn(
+    config: Any,
+    learner: OnPolicyLearner,
+    axis_name: str | None = None,
+    num_devices: int = 1,
+) -> Callable:
+    """``learn(params, opt_state, traj [T, B], key, hp) -> (params,
+    opt_state, stats)``: the learner's batch from one rollout (as the
+    update passes it: observations standardised, rewards scaled), then its
+    optimiser steps; the stats averaged over all steps (and over the
+    devices of ``axis_name``, ``num_devices`` of them, as in
+    ``on_policy_trainer``)."""
+    agent = learner.agent
+    steps = learner.steps or minibatch_epochs(config, agent.memory, num_devices)
+
+    def learn(params, opt_state, traj: Transition, key, hp):
+        out, final = rollout_outputs(agent, params, traj)
+        memory = traj.extras[1] if agent.memory else None
+        if agent.memory:
+            traj = traj._replace(extras=traj.extras[0])
+        batch = learner.batch(traj, out, final, hp)
+        if agent.memory:
+            batch = batch._replace(obs=Sequences(batch.obs, memory.first, memory.carry))
+        tx = scheduled_optimizer(config, learner, hp)
+        flat, unravel = ravel_params(params)
+
+        def apply_fn(flat_params, obs):
+            params = unravel(flat_params)
+            if agent.memory:
+                return agent.unroll(params, carry_at(obs.carry), obs.obs, obs.first)
+            return agent.unroll(params, (), obs, None)
+
+        def step(carry, samples):
+            flat, opt_state = carry
+            flat, opt_state, stats = gradient_step(
+                tx, learner.loss, apply_fn, flat, opt_state, samples, hp,
+                axis_name=axis_name,
+            )  # fmt: skip
+            return (flat, opt_state), stats
+
+        (flat, opt_state), stats = steps(step, (flat, opt_state), batch, key)
+        if axis_name is not None:
+            stats = all_mean(stats, axis_name)
+        return unravel(flat), opt_state, stats
+
+    return learn
+
+
 def on_policy_trainer(
     config: Any,
     setup: EnvSetup,
@@ -139,83 +234,21 @@ def on_policy_trainer(
 
     ``config`` has ``num_envs``, ``num_steps``, ``update_epochs``,
     ``num_minibatches``, ``num_updates`` and ``lr_schedule``. With
-    ``axis_name`` set, ``learn`` and ``run`` are the per-device bodies of a
-    data-parallel run inside ``jax.shard_map`` over ``num_devices`` devices:
-    each holds ``num_envs / num_devices`` environments, gradients and
-    statistics are averaged over the axis. ``init`` builds the global state.
+    ``axis_name`` set, ``run`` is the per-device body of a data-parallel
+    run inside ``jax.shard_map`` over ``num_devices`` devices: each holds
+    ``num_envs / num_devices`` environments, gradients and statistics are
+    averaged over the axis. ``init`` builds the global state.
     """
     agent = learner.agent
-    epochs, minibatches = config.update_epochs, config.num_minibatches
-    local_batch = config.batch_size // num_devices
-
-    def optimizer(hp):
-        steps = epochs * minibatches
-        lr = learning_rate_fn(
-            config.lr_schedule, hp.learning_rate, config.num_updates, steps
-        )
-        return learner.optimizer(hp, lr)
+    learn = on_policy_learn(config, learner, axis_name, num_devices)
 
     def init(key, hp, env_params=None) -> TrainState:
+        init_opt_state = scheduled_optimizer(config, learner, hp).init
         state = initial_state(
-            key, env_params, setup, agent.init, config, optimizer(hp).init
+            key, env_params, setup, agent.init, config, init_opt_state
         )
         carry = agent.initial_carry((config.num_envs,))
         return state._replace(rollout=state.rollout._replace(agent=carry))
-
-    def split(batch):
-        """``[T, B, ...]`` leaves as the minibatches' samples: flat ``[T·B,
-        ...]`` without memory, ``[B, T, ...]`` sequences with it."""
-        if agent.memory:
-            return jax.tree.map(lambda x: jnp.swapaxes(x, 0, 1), batch)
-        return jax.tree.map(lambda x: x.reshape((local_batch,) + x.shape[2:]), batch)
-
-    def learn(params, opt_state, traj: Transition, key, hp):
-        """The learner's batch from one ``[T, B]`` rollout, then epochs ×
-        minibatches of optimiser steps; ``(params, opt_state, stats)`` with
-        the stats averaged over all steps (and devices)."""
-        out, final = rollout_outputs(agent, params, traj)
-        memory = traj.extras[1] if agent.memory else None
-        if agent.memory:
-            traj = traj._replace(extras=traj.extras[0])
-        batch = learner.batch(traj, out, final, hp)
-        if agent.memory:
-            batch = batch._replace(obs=Sequences(batch.obs, memory.first, memory.carry))
-        tx = optimizer(hp)
-        flat, unravel = ravel_pytree(params)
-
-        def apply_fn(flat_params, obs):
-            params = unravel(flat_params)
-            if agent.memory:
-                return agent.unroll(params, carry_at(obs.carry), obs.obs, obs.first)
-            return agent.unroll(params, (), obs, None)
-
-        def step(carry, minibatch):
-            flat, opt_state = carry
-            if agent.memory and not learner.whole_batch:  # [M, T] -> [T, M]
-                minibatch = jax.tree.map(lambda x: jnp.swapaxes(x, 0, 1), minibatch)
-            flat, opt_state, stats = gradient_step(
-                tx, learner.loss, apply_fn, flat, opt_state, minibatch, hp,
-                axis_name=axis_name,
-            )  # fmt: skip
-            return (flat, opt_state), stats
-
-        if learner.whole_batch:
-            (flat, opt_state), stats = step((flat, opt_state), batch)
-        else:
-            samples = split(batch)
-
-            def epoch(carry, epoch_key):
-                shuffled = shuffled_minibatches(epoch_key, samples, minibatches)
-                with jax.named_scope("minibatches"):
-                    return jax.lax.scan(step, carry, shuffled)
-
-            keys = jax.random.split(key, epochs)
-            with jax.named_scope("epochs"):
-                (flat, opt_state), stats = jax.lax.scan(epoch, (flat, opt_state), keys)
-            stats = jax.tree.map(jnp.mean, stats)
-        if axis_name is not None:
-            stats = all_mean(stats, axis_name)
-        return unravel(flat), opt_state, stats
 
     def update(state: TrainState, hp, env_params=None):
         env_params = setup.default_params if env_params is None else env_params
@@ -253,13 +286,6 @@ def on_policy_trainer(
         extra = learner.metrics(hp, env_steps)
         return new_state, {**metrics, **stats._asdict(), **extra}
 
-    def host_act(params, norm, obs, key):
-        out = agent.step(params, (), normalize_obs(norm, obs), None)[1]
-        return learner.act(out, key, None, 0, split_action_mask(obs)[1])
-
-    def host_prepare(norm, traj, hp):
-        return normalize_rollout(norm, traj, hp.gamma)
-
     return at_config_precision(
         Trainer(
             config,
@@ -269,6 +295,5 @@ def on_policy_trainer(
             scan_updates(update),
             learner.policy,
             agent.initial_carry,
-            None if agent.memory else HostLoop(host_act, learn, host_prepare),
         )
     )

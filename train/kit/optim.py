@@ -1,8 +1,6 @@
-"""Optimiser steps on the parameters raveled into one vector.
-
-Clipping and Adam then run as a handful of kernels instead of several per
-leaf (≈12% of a minibatch step on CPU); the network unravels the vector,
-which costs a few slices.
+"""One optimiser step of a learner, on the parameters raveled into one
+vector (``ondevice_rl.cpu.flat_params``), with gradients averaged over a
+device axis in a data-parallel run.
 """
 
 from collections.abc import Callable
@@ -10,20 +8,8 @@ from typing import Any
 
 import jax
 import optax
-from jax.flatten_util import ravel_pytree
 
 from ondevice_rl.devices.sharding import all_mean
-
-
-def flat_apply(network: Any, params: Any) -> tuple[jax.Array, Callable, Callable]:
-    """``(flat [P], unravel, apply_fn)`` with ``apply_fn(flat, obs)`` the
-    network applied to the unraveled vector."""
-    flat, unravel = ravel_pytree(params)
-
-    def apply_fn(flat_params, obs):
-        return network.apply(unravel(flat_params), obs)
-
-    return flat, unravel, apply_fn
 
 
 def gradient_step(

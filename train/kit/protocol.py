@@ -18,9 +18,9 @@ import dataclasses
 from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
-from ondevice_rl.cpu.scans import stacked_scan
 from ondevice_rl.nn.precision import at_matmul_precision
 from ondevice_rl.ranges import Range
+from ondevice_rl.scans import stacked_scan
 from ondevice_rl.train.kit.env_setup import EnvSetup
 
 
@@ -29,28 +29,10 @@ class TrainOutput(NamedTuple):
     metrics: dict  # name -> [num_updates] float32 (leading population axes under vmap)
 
 
-class HostLoop(NamedTuple):
-    """What the host-loop baseline (``ondevice-rl bench host``) drives of an
-    on-policy learner.
-
-    ``act(params, normalizer, obs [B, *obs_shape], key) -> (action,
-    env_action, extras)`` samples from the policy as the rollout does (the
-    raw observations standardised with the normalizer's statistics);
-    ``prepare(normalizer, traj [T, B], hp) -> (normalizer, traj)`` is what
-    the fused update does to a raw rollout before learning (standardise,
-    update the statistics, scale rewards); ``learn(params, opt_state, traj
-    [T, B], key, hp) -> (params, opt_state, stats)`` is the learner's update
-    on one rollout (stats have ``total_loss``).
-    """
-
-    act: Callable
-    learn: Callable
-    prepare: Callable
-
-
 class Trainer(NamedTuple):
     """One learner's program in pieces, all pure; generic code (runner,
-    sweeps, evaluation, render, policy loading, bench) uses only these.
+    sweeps, evaluation, render, policy loading, bench) uses only these, and
+    every learner has each of them.
 
     Attributes:
         config: the learner's frozen config.
@@ -67,7 +49,6 @@ class Trainer(NamedTuple):
             actions.
         initial_carry: ``(batch_shape) -> carry``, the policy's carry at an
             episode's start (``()`` for feed-forward policies).
-        host_loop: ``HostLoop`` for on-policy learners, else None.
     """
 
     config: Any
@@ -77,7 +58,6 @@ class Trainer(NamedTuple):
     run: Callable
     policy: Callable
     initial_carry: Callable
-    host_loop: HostLoop | None = None
 
     @property
     def env(self) -> Any:
@@ -100,41 +80,25 @@ def feed_forward_trainer(
     init: Callable,
     update: Callable,
     policy: Callable,
-    host_loop: HostLoop | None = None,
 ) -> Trainer:
     """The ``Trainer`` of a learner whose policy has no carry: ``run`` scans
     ``update(state, hp, env_params) -> (state, metrics)``."""
     return at_config_precision(
-        Trainer(
-            config,
-            setup,
-            network,
-            init,
-            scan_updates(update),
-            policy,
-            no_carry,
-            host_loop,
-        )
+        Trainer(config, setup, network, init, scan_updates(update), policy, no_carry)
     )
 
 
 def at_config_precision(trainer: Trainer) -> Trainer:
-    """``trainer`` with ``init``, ``run``, ``policy`` and the host loop's
-    functions traced at ``config.matmul_precision`` (``ondevice_rl.nn.precision``):
-    every matmul of the learner, gradients included, at that precision."""
+    """``trainer`` with ``init``, ``run`` and ``policy`` traced at
+    ``config.matmul_precision`` (``ondevice_rl.nn.precision``): every matmul
+    of the learner, gradients included, at that precision."""
     precision = trainer.config.matmul_precision
 
     def at(fn):
         return at_matmul_precision(fn, precision)
 
-    host_loop = trainer.host_loop
-    if host_loop is not None:
-        host_loop = HostLoop(at(host_loop.act), at(host_loop.learn), host_loop.prepare)
     return trainer._replace(
-        init=at(trainer.init),
-        run=at(trainer.run),
-        policy=at(trainer.policy),
-        host_loop=host_loop,
+        init=at(trainer.init), run=at(trainer.run), policy=at(trainer.policy)
     )
 
 
@@ -176,8 +140,9 @@ class Algorithm:
     make_trainer: Callable[[Any], Trainer]
     continuous_actions: bool = True  # whether Box action spaces are supported
     discrete_actions: bool = True  # whether Discrete action spaces are supported
-    #: Whether ``bench host`` can drive it (its trainer has a ``HostLoop``).
-    host_loop: bool = False
+    #: ``(config, mesh) -> Trainer`` with the env batch split over the mesh's
+    #: devices (``ondevice-rl train --devices``); None: one device only.
+    data_parallel: Callable[[Any, Any], Trainer] | None = None
 
     @property
     def actions(self) -> str:

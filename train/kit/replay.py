@@ -1,9 +1,9 @@
-"""What the off-policy learners share around the device replay buffer
-(``ondevice_rl.replay``)."""
+"""What the replay learners (DQN, SAC, TD3) share around the device replay
+buffer (``ondevice_rl.replay``): the empty buffer, the config's sizes and
+their checks; their update is ``train/kit/replay_loop.py``."""
 
 from typing import Any
 
-import jax
 import jax.numpy as jnp
 
 from ondevice_rl.ranges import MAX_INT
@@ -38,12 +38,17 @@ def empty_buffer(setup: EnvSetup, num_envs: int, capacity: int) -> ReplayBuffer:
 class ReplaySizes:
     """Sizes of a learner that learns from a replay buffer of
     ``buffer_size`` transitions in batches of ``batch_size`` (mix into the
-    config; it defines ``steps_per_update``)."""
+    config, which defines ``vector_steps``: vector steps of ``num_envs``
+    envs per update)."""
 
     @property
     def buffer_capacity(self) -> int:
         """Vector steps the buffer holds (its time rows)."""
         return self.buffer_size // self.num_envs
+
+    @property
+    def steps_per_update(self) -> int:
+        return self.vector_steps * self.num_envs
 
     @property
     def num_updates(self) -> int:
@@ -78,9 +83,3 @@ def check_replay_sizes(config: Any, needed: int, needed_by: str) -> None:
             f"{config.buffer_capacity} vector steps of num_envs={config.num_envs}; "
             f"needs at least {needed} ({needed_by})"
         )
-
-
-def crossed(before: jax.Array, after: jax.Array, every: int) -> jax.Array:
-    """Whether a count going from ``before`` to ``after`` passed a multiple of
-    ``every`` (e.g. env steps past a target-update boundary)."""
-    return after // every > before // every

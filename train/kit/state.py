@@ -10,10 +10,9 @@ from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
-from jax.flatten_util import ravel_pytree
 
+from ondevice_rl.cpu.flat_params import ravel_params
 from ondevice_rl.metrics import EpisodeTracker, episode_metrics
-from ondevice_rl.nn.networks import ActorCritic, QNetwork
 from ondevice_rl.normalize import Normalizer, init_normalizer
 from ondevice_rl.rollout import RolloutState, batch_reset
 from ondevice_rl.train.kit.env_setup import EnvSetup
@@ -23,7 +22,7 @@ class TrainState(NamedTuple):
     """Everything a learner's loop carries; arrays only.
 
     ``opt_state`` is over the parameters raveled into one vector (see
-    ``train/kit/optim.py``). ``normalizer`` holds running obs/reward
+    ``ondevice_rl/cpu/flat_params.py``). ``normalizer`` holds running obs/reward
     statistics, ``Normalizer((), ())`` (no leaves) when both are off.
     """
 
@@ -46,24 +45,6 @@ class PolicyParams(NamedTuple):
 def policy_params(state: TrainState) -> PolicyParams:
     """``PolicyParams`` of a learner's train state."""
     return PolicyParams(state.params, state.normalizer)
-
-
-def build_network(setup: EnvSetup, config: Any, kind: str, **kwargs: Any) -> Any:
-    """The learner's network for ``setup``'s spaces: ``kind`` "actor_critic"
-    or "q"; an MLP torso for vector observations, a CNN for images, the
-    encoders of ``ondevice_rl.nn.encoders`` for pytrees, pixels and grids."""
-    obs_ndim = setup.obs_encoding
-    if kind == "actor_critic":
-        return ActorCritic(
-            setup.action_dim,
-            setup.continuous,
-            config.hidden,
-            config.activation,
-            obs_ndim=obs_ndim,
-        )
-    return QNetwork(
-        setup.action_dim, config.hidden, config.activation, obs_ndim=obs_ndim, **kwargs
-    )
 
 
 def initial_state(
@@ -90,7 +71,7 @@ def initial_state(
     )
     return TrainState(
         params=params,
-        opt_state=init_opt_state(ravel_pytree(params)[0]),
+        opt_state=init_opt_state(ravel_params(params)[0]),
         rollout=rollout_state._replace(key=key),
         update_step=jnp.int32(0),
         episodes=EpisodeTracker.create(),

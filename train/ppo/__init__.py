@@ -2,7 +2,13 @@
 
 from ondevice_rl.train.kit.protocol import Algorithm
 from ondevice_rl.train.ppo.config import Hyperparams, PPOConfig
-from ondevice_rl.train.ppo.loop import ActorExtras, make_train, make_trainer
+from ondevice_rl.train.ppo.data_parallel import make_trainer_dp
+from ondevice_rl.train.ppo.loop import (
+    ActorExtras,
+    make_learner,
+    make_train,
+    make_trainer,
+)
 from ondevice_rl.train.ppo.loss import LossStats, Minibatch, ppo_loss
 
 ALGORITHM = Algorithm(
@@ -11,7 +17,7 @@ ALGORITHM = Algorithm(
     "epochs x minibatches",
     config=PPOConfig,
     make_trainer=make_trainer,
-    host_loop=True,
+    data_parallel=make_trainer_dp,
 )
 
 __all__ = [
@@ -21,6 +27,7 @@ __all__ = [
     "LossStats",
     "Minibatch",
     "PPOConfig",
+    "make_learner",
     "make_train",
     "make_trainer",
     "ppo_loss",

@@ -16,23 +16,26 @@ that program (same keys, same numbers). The same code spans hosts: with
 ``ondevice_rl.devices.distributed`` initialised, the mesh holds every process's
 devices.
 
+``make_trainer_dp`` gives the program as a ``Trainer``
+(``train/kit/protocol.py``): ``init`` places the state on the mesh, ``run``
+runs updates inside ``shard_map``, so the segmented runner runs, checkpoints
+and resumes it as any learner (``ondevice-rl train --devices N``).
+``make_train_dp`` is its whole run as one function.
+
 Device ``d``'s environment randomness comes from ``fold_in(key, d)`` (device 0
 keeps ``key``), so results depend on the device count.
 """
 
+import functools
 from collections.abc import Callable
 
 import jax
 import jax.numpy as jnp
-from jax.sharding import Mesh
+from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from ondevice_rl.devices.sharding import (
-    DATA_AXIS,
-    make_mesh,
-    mesh_size,
-)
-from ondevice_rl.train.kit.protocol import TrainOutput
+from ondevice_rl.devices.sharding import DATA_AXIS, make_mesh, mesh_size
+from ondevice_rl.train.kit.protocol import Trainer, TrainOutput, whole_run
 from ondevice_rl.train.kit.state import TrainState
 from ondevice_rl.train.ppo.config import Hyperparams, PPOConfig
 from ondevice_rl.train.ppo.loop import make_trainer
@@ -58,51 +61,81 @@ def device_keys(key: jax.Array, num_devices: int) -> jax.Array:
     return jnp.stack(keys)
 
 
+def state_specs(axis_name: str = DATA_AXIS) -> TrainState:
+    """How a data-parallel ``TrainState`` lies on the mesh: the rollout (env
+    states ``[B, ...]``, the ``[D]`` keys) split over ``axis_name``, every
+    other field replicated."""
+    replicated = TrainState(*[P()] * len(TrainState._fields))
+    return replicated._replace(rollout=P(axis_name))
+
+
+def make_trainer_dp(
+    config: PPOConfig, mesh: Mesh | None = None, axis_name: str = DATA_AXIS
+) -> Trainer:
+    """PPO's ``Trainer`` over ``mesh`` (a 1-D mesh named ``axis_name``;
+    default: every device), ValueError (one line) for a batch that does not
+    split over its devices or a config it cannot run (obs or reward
+    normalisation, memory).
+
+    ``init(key, hp, env_params=None)`` gives the state placed on the mesh
+    (``state_specs``: ``rollout.key`` is ``[D]`` keys); ``run(state, hp,
+    env_params=None, num_updates=1)`` runs the updates on every device's
+    share; ``metrics[name]`` is ``[num_updates]`` as in ``make_trainer``.
+    Acting (``policy``) is the single-device learner's: params are
+    replicated.
+    """
+    mesh = make_mesh(axis_name) if mesh is None else mesh
+    num_devices = mesh_size(mesh)
+    check_divisible(config, num_devices)
+    local = make_trainer(config, axis_name, num_devices)
+    specs = state_specs(axis_name)
+    shardings = jax.tree.map(
+        lambda spec: NamedSharding(mesh, spec),
+        specs,
+        is_leaf=lambda x: isinstance(x, P),
+    )
+
+    def init(key, hp: Hyperparams, env_params=None) -> TrainState:
+        env_params = local.default_env_params if env_params is None else env_params
+        state = local.init(key, hp, env_params)
+        keys = device_keys(state.rollout.key, num_devices)
+        state = state._replace(rollout=state.rollout._replace(key=keys))
+        return jax.lax.with_sharding_constraint(state, shardings)
+
+    def local_run(state: TrainState, hp: Hyperparams, env_params, num_updates):
+        """The updates on this device's ``[B/D]`` environments; the device's
+        key arrives as a ``[1]`` slice of the ``[D]`` keys."""
+        state = state._replace(rollout=state.rollout._replace(key=state.rollout.key[0]))
+        state, metrics = local.run(state, hp, env_params, num_updates)
+        key = state.rollout.key[None]
+        return state._replace(rollout=state.rollout._replace(key=key)), metrics
+
+    def run(state: TrainState, hp: Hyperparams, env_params=None, num_updates=1):
+        env_params = local.default_env_params if env_params is None else env_params
+        sharded = jax.shard_map(
+            functools.partial(local_run, num_updates=num_updates),
+            mesh=mesh,
+            in_specs=(specs, P(), P()),
+            out_specs=(specs, P()),
+        )
+        return sharded(state, hp, env_params)
+
+    return local._replace(init=init, run=run)
+
+
 def make_train_dp(
     config: PPOConfig, mesh: Mesh | None = None, axis_name: str = DATA_AXIS
 ) -> Callable[..., TrainOutput]:
-    """``train(key, hyperparams, env_params=None) -> TrainOutput``, data-parallel.
+    """``train(key, hyperparams, env_params=None) -> TrainOutput``, data-parallel:
+    ``make_trainer_dp``'s whole run.
 
-    Wrap in ``jax.jit``. ``mesh`` is a 1-D mesh named ``axis_name`` (default:
-    every device). The returned state's params/opt state are replicated, its
-    rollout state is split over devices (``rollout.key`` is ``[D]`` keys), and
-    ``metrics[name]`` is ``[num_updates]`` as in ``make_train``.
+    Wrap in ``jax.jit``. The returned state's params/opt state are
+    replicated, its rollout state is split over devices (``rollout.key`` is
+    ``[D]`` keys), and ``metrics[name]`` is ``[num_updates]`` as in
+    ``make_train``.
 
     On several processes every process calls it with the same host (numpy)
     arguments, e.g. ``jax.jit(lambda s, hp: train(jax.random.key(s), hp))``
     with a numpy seed, so no input is tied to one process's device.
     """
-    mesh = make_mesh(axis_name) if mesh is None else mesh
-    num_devices = mesh_size(mesh)
-    check_divisible(config, num_devices)
-    trainer = make_trainer(config, axis_name, num_devices)
-    local_trainer_run = trainer.run
-
-    def local_run(state: TrainState, hp: Hyperparams, env_params):
-        """All updates on this device's ``[B/D]`` environments; the device's key
-        arrives as a ``[1]`` slice of the ``[D]`` keys."""
-        state = state._replace(rollout=state.rollout._replace(key=state.rollout.key[0]))
-        state, metrics = local_trainer_run(state, hp, env_params, config.num_updates)
-        key = state.rollout.key[None]
-        return state._replace(rollout=state.rollout._replace(key=key)), metrics
-
-    replicated, split = P(), P(axis_name)
-    state_specs = TrainState(*[replicated] * len(TrainState._fields))._replace(
-        rollout=split
-    )
-    run = jax.shard_map(
-        local_run,
-        mesh=mesh,
-        in_specs=(state_specs, replicated, replicated),
-        out_specs=(state_specs, replicated),
-    )
-
-    def train(key, hyperparams: Hyperparams, env_params=None) -> TrainOutput:
-        env_params = trainer.default_env_params if env_params is None else env_params
-        state = trainer.init(key, hyperparams, env_params)
-        keys = device_keys(state.rollout.key, num_devices)
-        state = state._replace(rollout=state.rollout._replace(key=keys))
-        state, metrics = run(state, hyperparams, env_params)
-        return TrainOutput(state, metrics)
-
-    return train
+    return whole_run(make_trainer_dp(config, mesh, axis_name))

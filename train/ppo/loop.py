@@ -17,7 +17,7 @@ from ondevice_rl.nn.networks import log_prob, sample_action
 from ondevice_rl.returns import gae
 from ondevice_rl.rollout import Transition
 from ondevice_rl.train.kit.agent import build_agent
-from ondevice_rl.train.kit.env_setup import make_env
+from ondevice_rl.train.kit.env_setup import EnvSetup, make_env
 from ondevice_rl.train.kit.on_policy import (
     OnPolicyLearner,
     on_policy_trainer,
@@ -38,16 +38,8 @@ class ActorExtras(NamedTuple):
     value: jax.Array | None
 
 
-def make_trainer(
-    config: PPOConfig, axis_name: str | None = None, num_devices: int = 1
-) -> Trainer:
-    """Builds the program's pieces; with ``axis_name`` the per-device bodies
-    of a data-parallel run (``train/ppo/data_parallel.py``)."""
-    if axis_name is not None and (config.normalize_obs or config.normalize_rewards):
-        raise ValueError("data-parallel PPO does not normalise obs or rewards")
-    if axis_name is not None and config.memory != "none":
-        raise ValueError("data-parallel PPO has no memory (use memory='none')")
-    setup = make_env(config.env)
+def make_learner(config: PPOConfig, setup: EnvSetup) -> OnPolicyLearner:
+    """PPO's part of the on-policy update for ``setup``'s env."""
     agent = build_agent(setup, config, "actor_critic")
 
     def act(pi, key, hp, env_steps, mask):
@@ -78,7 +70,20 @@ def make_trainer(
         )
 
     policy = actor_critic_policy(agent, setup)
-    learner = OnPolicyLearner(agent, act, batch, ppo_loss, optimizer, policy)
+    return OnPolicyLearner(agent, act, batch, ppo_loss, optimizer, policy)
+
+
+def make_trainer(
+    config: PPOConfig, axis_name: str | None = None, num_devices: int = 1
+) -> Trainer:
+    """Builds the program's pieces; with ``axis_name`` the per-device bodies
+    of a data-parallel run (``train/ppo/data_parallel.py``)."""
+    if axis_name is not None and (config.normalize_obs or config.normalize_rewards):
+        raise ValueError("data-parallel PPO does not normalise obs or rewards")
+    if axis_name is not None and config.memory != "none":
+        raise ValueError("data-parallel PPO has no memory (use memory='none')")
+    setup = make_env(config.env)
+    learner = make_learner(config, setup)
     return on_policy_trainer(config, setup, learner, axis_name, num_devices)
 
 

@@ -2,7 +2,6 @@
 results table they feed (``python -m ondevice_rl.train.recipes.results``)."""
 
 from ondevice_rl.train.recipes.loader import (
-    config_from_dict,
     describe,
     list_recipes,
     load_recipe,
@@ -11,7 +10,6 @@ from ondevice_rl.train.recipes.loader import (
 )
 
 __all__ = [
-    "config_from_dict",
     "describe",
     "list_recipes",
     "load_recipe",

@@ -34,7 +34,7 @@ except ModuleNotFoundError:  # Python 3.10
 
 from typing import Any
 
-from ondevice_rl.train.kit.protocol import Algorithm
+from ondevice_rl.train.kit.config import config_from_dict
 from ondevice_rl.train.kit.registry import DEFAULT, get_algorithm
 
 RECIPE_DIR = Path(__file__).parent
@@ -82,57 +82,6 @@ def describe(name_or_path: str | Path) -> str:
     return ""
 
 
-def _coerce(name: str, value, default: Any, where: str):
-    bad = ValueError(f"{where}: {name} must be {type(default).__name__}, got {value!r}")
-    if isinstance(default, bool):
-        if not isinstance(value, bool):
-            raise bad
-    elif isinstance(default, int):
-        if isinstance(value, float) and value.is_integer():
-            value = int(value)
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise bad
-    elif isinstance(default, float):
-        if isinstance(value, bool) or not isinstance(value, int | float):
-            raise bad
-        value = float(value)
-    elif isinstance(default, tuple):
-        if not isinstance(value, list | tuple) or not all(
-            isinstance(x, int) and not isinstance(x, bool) for x in value
-        ):
-            raise ValueError(f"{where}: {name} must be a list of ints, got {value!r}")
-        value = tuple(value)
-    elif not isinstance(value, type(default)):
-        raise bad
-    return value
-
-
-def config_from_dict(
-    values: dict, algorithm: Algorithm | str = DEFAULT, where: str = "recipe"
-) -> Any:
-    """``algorithm``'s config from a mapping of its field names (checked and
-    coerced).
-
-    Raises:
-        ValueError: unknown key (the message lists the valid ones), wrong type,
-            or a value the config rejects.
-    """
-    if isinstance(algorithm, str):
-        algorithm = get_algorithm(algorithm)
-    defaults = algorithm.defaults()
-    unknown = sorted(set(values) - set(defaults))
-    if unknown:
-        raise ValueError(
-            f"{where}: unknown key(s) {', '.join(unknown)} for {algorithm.name}; "
-            f"valid keys: {', '.join(defaults)}"
-        )
-    fields = {k: _coerce(k, v, defaults[k], where) for k, v in values.items()}
-    try:
-        return algorithm.config(**fields)
-    except ValueError as e:
-        raise ValueError(f"{where}: {e}") from None
-
-
 def _read(name_or_path: str | Path) -> tuple[Path, dict]:
     path = recipe_path(name_or_path)
     try:
@@ -171,7 +120,7 @@ def load_recipe(name_or_path: str | Path) -> Any:
     path, values = _read(name_or_path)
     algo = recipe_algorithm(path)
     values = {k: v for k, v in values.items() if k not in (ALGO_KEY, ENV_PARAMS_KEY)}
-    return config_from_dict(values, algo, where=f"recipe {path.name}")
+    return config_from_dict(values, get_algorithm(algo), where=f"recipe {path.name}")
 
 
 def recipe_env_params(name_or_path: str | Path) -> dict | None:

@@ -19,6 +19,8 @@ from ondevice_rl.ranges import MAX_INT
 #: A run's key is ``jax.random.key(seed)`` of a uint32: ``0 <= seed < 2^32``.
 SEED_BOUND = 2**32
 SEED_RANGE = "[0, 2^32)"
+#: The seed of a run that names none.
+DEFAULT_SEED = 0
 #: Segments a run is cut into unless told otherwise.
 DEFAULT_SEGMENTS = 20
 #: Episodes per periodic evaluation unless told otherwise.

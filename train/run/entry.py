@@ -5,13 +5,15 @@ Python call, keywords named as its flags.
     result = ondevice_rl.run_training(recipe="cartpole_dqn", seed=1, out=None)
 
 Both build the learner's config the same way (``prepare_run``: a recipe's
-values, then the fields given), check every argument before anything is
-created or compiled, and keep every run: without ``out``, a new directory
+values, then the fields given), check every argument once before anything
+is created or compiled (``check_new_run``, ``train/run/request.py``) and
+keep every run: without ``out``, a new directory
 ``runs/<env>-<algo>-s<seed>-<YYYYmmdd-HHMMSS>`` (``new_run_dir``); with
-``out=None`` nothing is written. Both switch JAX's persistent compilation
-cache on unless told not to (``train/services/compile_cache.py``). Errors
-name the keywords (``segments must be positive, got 0``), where the CLI
-names its flags.
+``out=None`` nothing is written. The checked request then goes to
+``runner.train``, as ``train_from_config``'s does. Both switch JAX's
+persistent compilation cache on unless told not to
+(``train/services/compile_cache.py``). Errors name the keywords
+(``segments must be positive, got 0``), where the CLI names its flags.
 """
 
 import contextlib
@@ -19,20 +21,23 @@ import datetime
 import itertools
 import re
 import sys
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
+from ondevice_rl.train.kit.config import config_from_dict
 from ondevice_rl.train.kit.registry import (
     DEFAULT,
     algorithm_of,
     get_algorithm,
     trainer_for,
 )
-from ondevice_rl.train.run.artifacts import LOCK_FILE, RunDirArgError, check_run_dir
-from ondevice_rl.train.run.checks import RunArgError, Worded, check_run_args, literal
-from ondevice_rl.train.run.run_spec import RunResult, RunSpec
-from ondevice_rl.train.run.runner import train_from_config
+from ondevice_rl.train.recipes.loader import load_recipe, recipe_env_params
+from ondevice_rl.train.run.artifacts import RunDirArgError
+from ondevice_rl.train.run.checks import DEFAULT_SEED, RunArgError, Worded, literal
+from ondevice_rl.train.run.request import RunRequest, check_new_run
+from ondevice_rl.train.run.result import RunResult
+from ondevice_rl.train.run.runner import train
 from ondevice_rl.train.services.compile_cache import use_compilation_cache
 
 #: Where runs go without ``out`` (relative to the working directory).
@@ -83,8 +88,6 @@ def build_config(
     """The learner's config: ``recipe``'s values (if any), then ``fields``.
     ``algo`` defaults to the recipe's learner, else PPO. One-line
     ``ValueError``/``KeyError``/``FileNotFoundError`` otherwise."""
-    from ondevice_rl.train.recipes.loader import config_from_dict, load_recipe
-
     base = {}
     if recipe is not None:
         loaded = load_recipe(recipe)
@@ -100,13 +103,22 @@ def build_config(
     return config_from_dict({**base, **fields}, algorithm, where=where)
 
 
-class PreparedRun(NamedTuple):
-    """A run checked before anything is created or compiled."""
-
-    config: Any
-    env_params: dict | None  # the recipe's [env_params], then the caller's
-    out: Path | None
-    created: bool  # ``out`` is a new directory made by ``new_run_dir``
+def _env_params(
+    config: Any, recipe: str | None, env_params: Mapping[str, Any] | None
+) -> dict | None:
+    """The recipe's ``[env_params]`` (checked here, so that an error names
+    the recipe), then the caller's over them."""
+    params = dict(recipe_env_params(recipe) or {}) if recipe is not None else {}
+    if params:
+        env = trainer_for(config).env.unwrapped
+        try:
+            env.check_params(params)
+        except ValueError as e:
+            raise RunArgError(
+                f"{{recipe}} {literal(recipe)}: env_params: {literal(e)}"
+            ) from None
+    params.update(env_params or {})
+    return params or None
 
 
 def prepare_run(
@@ -119,53 +131,27 @@ def prepare_run(
     out: Any,
     where: str,
     force: bool = False,
-    wandb: str | None = None,
     **run_args: Any,
-) -> PreparedRun:
-    """The config and env params, checked with the run's other arguments as
-    ``train_from_config`` will check them (the env, the device memory and
-    ``out`` too), then the directory: ``out``, or a new one (``created``)
-    if ``out`` is ``NEW_RUN_DIR``."""
-    from ondevice_rl.train.recipes.loader import recipe_env_params
-    from ondevice_rl.train.services.memory import check_fits
-    from ondevice_rl.train.services.wandb_log import WandbLog
-
+) -> RunRequest:
+    """The run of a learner's config built from ``recipe`` and ``fields``,
+    checked once (``check_new_run``: its arguments, env params, devices,
+    memory, W&B project and ``out``); then its directory: ``out``, or a new
+    one (``created``) if ``out`` is ``NEW_RUN_DIR``."""
     config = build_config(algo, recipe, fields, where)
-    params = dict(recipe_env_params(recipe) or {}) if recipe is not None else {}
-    if params:  # the recipe's own, named as its
-        env = trainer_for(config).env.unwrapped
-        try:
-            env.check_params(params)
-        except ValueError as e:
-            raise RunArgError(
-                f"{{recipe}} {literal(recipe)}: env_params: {literal(e)}"
-            ) from None
-    params.update(env_params or {})
-    params = params or None
-    check_run_args(checkpoint_every=run_args.pop("checkpoint_every", None))
-    RunSpec.create(config, seed=seed, env_params=params, **run_args)
-    check_fits(config)
-    WandbLog.opener(wandb)  # an empty project name, no wandb package
-    if out is not NEW_RUN_DIR and out is not None:
-        check_run_dir(Path(out), force=force)
-    if out is NEW_RUN_DIR:
-        new = new_run_dir(config.env, algorithm_of(config).name, seed)
-        return PreparedRun(config, params, new, True)
-    return PreparedRun(config, params, None if out is None else Path(out), False)
-
-
-@contextlib.contextmanager
-def removed_if_empty(out: Path | None, created: bool) -> Iterator[None]:
-    """A directory ``new_run_dir`` created is removed again if the run
-    wrote nothing into it (refused before it started)."""
-    try:
-        yield
-    finally:
-        if created and out is not None:
-            with contextlib.suppress(OSError):
-                if all(p.name == LOCK_FILE for p in out.iterdir()):
-                    (out / LOCK_FILE).unlink(missing_ok=True)
-                    out.rmdir()
+    params = _env_params(config, recipe, env_params)
+    new = out is NEW_RUN_DIR
+    request = check_new_run(
+        config,
+        seed=seed,
+        env_params=params,
+        out_dir=None if new else out,
+        force=force,
+        **run_args,
+    )
+    if not new:
+        return request
+    out = new_run_dir(config.env, algorithm_of(config).name, seed)
+    return request._replace(out=out, created=True)
 
 
 def run_training(
@@ -174,7 +160,7 @@ def run_training(
     algo: str | None = None,
     recipe: str | None = None,
     total_timesteps: int | None = None,
-    seed: int = 0,
+    seed: int = DEFAULT_SEED,
     out: str | Path | None = NEW_RUN_DIR,
     force: bool = False,
     segments: int | None = None,
@@ -182,6 +168,7 @@ def run_training(
     eval_every: int | None = None,
     eval_episodes: int | None = None,
     log_every: int | None = None,
+    devices: int | str | None = None,
     progress: bool = True,
     compile_cache: bool = True,
     wandb: str | None = None,
@@ -202,13 +189,16 @@ def run_training(
             (``runs/<env>-<algo>-s<seed>-<time>``); ``None`` writes nothing
             (no files, checkpoints or resume).
         force: replace an earlier run in ``out``.
-        segments: compiled segments to cut the run into (default 20, then
-            shorter ones if a segment takes over 10 s).
+        segments: compiled segments to cut the run into (default
+            ``DEFAULT_SEGMENTS``, then shorter ones if a segment takes over
+            ``SEGMENT_SECONDS``; ``train/run/checks.py``).
         checkpoint_every: updates between checkpoints (default: time-based).
         eval_every, eval_episodes: evaluate the policy after every N-th
             update on K deterministic episodes, inside the program.
         log_every: updates per metrics row (default: a few per thousand of
-            the run's updates: at most 1000 rows).
+            the run's updates: at most ``DEFAULT_LOG_ROWS`` rows).
+        devices: split the environments over N devices, data-parallel
+            (``"all"``: every device; PPO); default: one device.
         progress: a progress bar (plain lines without a terminal).
         compile_cache: JAX's persistent compilation cache
             (``~/.cache/ondevice_rl/jax``; ``ONDEVICE_RL_CACHE_DIR`` moves it).
@@ -232,14 +222,8 @@ def run_training(
     """
     fields = dict(config_fields, env=env, total_timesteps=total_timesteps)
     fields = {k: v for k, v in fields.items() if v is not None}
-    run_args = dict(
-        checkpoint_every=checkpoint_every,
-        eval_every=eval_every,
-        eval_episodes=eval_episodes,
-        log_every=log_every,
-    )
     try:
-        config, params, out_dir, created = prepare_run(
+        request = prepare_run(
             algo=algo,
             recipe=recipe,
             fields=fields,
@@ -250,23 +234,16 @@ def run_training(
             force=force,
             wandb=wandb,
             num_segments=segments,
-            **run_args,
+            checkpoint_every=checkpoint_every,
+            eval_every=eval_every,
+            eval_episodes=eval_episodes,
+            log_every=log_every,
+            devices=devices,
         )
-        with removed_if_empty(out_dir, created):
-            use_compilation_cache(compile_cache)
-            if progress and out_dir is not None:
-                print(f"run directory: {out_dir}", file=sys.stderr, flush=True)
-            return train_from_config(
-                config,
-                seed=seed,
-                out_dir=out_dir,
-                num_segments=segments,
-                progress=progress,
-                force=force,
-                wandb=wandb,
-                env_params=params,
-                **run_args,
-            )
+        use_compilation_cache(compile_cache)
+        if progress and request.out is not None:
+            print(f"run directory: {request.out}", file=sys.stderr, flush=True)
+        return train(request, progress)
     except Worded as e:
         e.reword(KEYWORDS)
         raise

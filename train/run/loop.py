@@ -94,11 +94,13 @@ def compile_run(run: Run) -> None:
         shapes,
         evaluation,
         spec.log_every,
+        spec.devices,
     )
     run.bar.log(f"compiled in {run.compile_s:.1f} s")
     run.state = run.programs.initial_state()
     if run.done:
-        run.state = run.checkpoints.restore(run.done, run.state)
+        restored = run.checkpoints.restore(run.done, run.state)
+        run.state = run.programs.place(restored)
         run.bar.log(f"resumed from update {run.done}")
 
 
@@ -187,6 +189,7 @@ def _compile_more(run: Run) -> None:
         missing,
         evaluation,
         spec.log_every,
+        spec.devices,
     )
     run.programs = programs._replace(segments={**programs.segments, **more.segments})
     run.compile_s += seconds

@@ -28,7 +28,6 @@ from ondevice_rl.files.checkpoint import (
     NoVerifiedCheckpoint,
     describe_skipped,
 )
-from ondevice_rl.train.kit.registry import trainer_for
 from ondevice_rl.train.run import artifacts
 from ondevice_rl.train.run.run_files import DirectoryGone
 
@@ -54,7 +53,7 @@ def resume_point(spec: Any, checkpoints: Checkpoints) -> tuple[int, list]:
     except NoVerifiedCheckpoint as e:
         raise artifacts.RunDirError(str(e)) from None
     if step is not None:
-        trainer, key = trainer_for(spec.config), jax.random.key(spec.seed)
+        trainer, key = spec.trainer(), jax.random.key(spec.seed)
         env_params = spec.env_params_tree()
         shapes = jax.eval_shape(trainer.init, key, spec.hyperparams, env_params)
         try:

@@ -1,11 +1,10 @@
-"""What identifies a training run, as stored in its ``config.json``
-(``RunSpec``), and what a run returns (``RunResult``).
+"""What identifies a training run, as stored in its ``config.json``.
 
 ``RunSpec`` holds the learner's config, its traced hyperparameters, the seed,
-env param overrides, the segment length, the periodic evaluation settings and
-the log interval: enough to rebuild the exact program and continue the run
-from a checkpoint (``resume_training``). ``RunSpec.create`` checks a new
-run's arguments.
+env param overrides, the segment length, the periodic evaluation settings,
+the log interval and the devices it trains on: enough to rebuild the exact
+program and continue the run from a checkpoint (``resume_training``).
+``RunSpec.create`` checks a new run's arguments, each once.
 """
 
 from collections.abc import Mapping
@@ -16,11 +15,12 @@ import jax
 import numpy as np
 
 from ondevice_rl.env.types import replace_params
-from ondevice_rl.train.kit.config import hyperparams_from
+from ondevice_rl.train.kit.config import config_from_dict, hyperparams_from
 from ondevice_rl.train.kit.registry import algorithm_of, get_algorithm, trainer_for
 from ondevice_rl.train.run import artifacts
 from ondevice_rl.train.run.checks import (
     DEFAULT_EVAL_EPISODES,
+    DEFAULT_SEED,
     DEFAULT_SEGMENTS,
     SEED_BOUND,
     SEED_RANGE,
@@ -28,6 +28,7 @@ from ondevice_rl.train.run.checks import (
     check_run_args,
     default_log_every,
 )
+from ondevice_rl.train.run.devices import chosen_devices, run_trainer
 
 _MISSING = object()
 
@@ -74,24 +75,27 @@ class RunSpec(NamedTuple):
     eval_every: int | None = None  # evaluate after every N-th update (None: never)
     eval_episodes: int = DEFAULT_EVAL_EPISODES  # deterministic episodes each time
     log_every: int = 1  # a metrics row per this many updates
+    devices: int | None = None  # data-parallel over this many devices (None: one)
 
     @classmethod
     def create(
         cls,
         config: Any,
         *,
-        seed: int = 0,
+        seed: int = DEFAULT_SEED,
         hyperparams: Any = None,
         env_params: Any = None,
         num_segments: int | None = None,
         eval_every: int | None = None,
         eval_episodes: int | None = None,
         log_every: int | None = None,
+        devices: int | str | None = None,
     ) -> "RunSpec":
         """A new run of ``config`` (``train_from_config``'s arguments), checked
         before anything compiles: one-line ``ValueError`` for a bad argument,
-        hyperparameter or env param, or an action space the learner cannot
-        use; ``KeyError`` for an unknown env."""
+        hyperparameter or env param, an action space the learner cannot use
+        or devices it cannot split over (``train/run/devices.py``);
+        ``KeyError`` for an unknown env."""
         check_run_args(
             seed=seed,
             num_segments=num_segments,
@@ -100,7 +104,8 @@ class RunSpec(NamedTuple):
             log_every=log_every,
         )
         hp = _as_hyperparams(config, hyperparams)
-        env = trainer_for(config).env.unwrapped  # builds the env, once per config
+        devices = chosen_devices(config, devices)
+        env = run_trainer(config, devices).env.unwrapped  # built once per config
         if env_params is not None:
             env_params = env.check_params(env_params_dict(env_params))
         updates = config.num_updates
@@ -116,6 +121,7 @@ class RunSpec(NamedTuple):
             default_log_every(updates, eval_every)
             if log_every is None
             else int(log_every),
+            devices,
         )
 
     @classmethod
@@ -124,6 +130,11 @@ class RunSpec(NamedTuple):
         ``RunDirError`` or ``ValueError`` if it is not a run)."""
         artifacts.prepare_run_dir(run_dir, resume=True)
         return cls.load(run_dir / artifacts.CONFIG_FILE)
+
+    def trainer(self) -> Any:
+        """The ``Trainer`` of this run: the learner's own, or its
+        data-parallel one over ``devices`` devices."""
+        return run_trainer(self.config, self.devices)
 
     def env_params_tree(self) -> Any:
         """The env params the program gets (None: the env's defaults)."""
@@ -148,6 +159,7 @@ class RunSpec(NamedTuple):
             "eval_every": self.eval_every,
             "eval_episodes": self.eval_episodes,
             "log_every": self.log_every,
+            "devices": self.devices,
             "jax": {
                 "version": jax.__version__,
                 "backend": jax.default_backend(),
@@ -166,8 +178,9 @@ class RunSpec(NamedTuple):
     @classmethod
     def from_json(cls, info: dict, path: Any) -> "RunSpec":
         """``to_json``'s object back, checked as ``load`` checks it; errors
-        name ``path`` (where ``info`` was read from)."""
-        from ondevice_rl.train.recipes.loader import config_from_dict
+        name ``path`` (where ``info`` was read from). Whether its ``devices``
+        are there is a resume's question (``check_resume``), not a
+        reader's."""
 
         def bad(message: str) -> artifacts.RunDirError:
             return artifacts.RunDirError(f"{path}: {message}")
@@ -202,6 +215,7 @@ class RunSpec(NamedTuple):
             "eval_episodes", int, positive, _positive, DEFAULT_EVAL_EPISODES
         )
         log_every = field("log_every", int, positive, _positive, 1)
+        devices = field("devices", int | None, f"{positive} or null", _positive, None)
         try:
             config = config_from_dict(values, algorithm, where=str(path))
             unknown = sorted(set(hp) - set(config.HYPERPARAMS._fields))
@@ -228,6 +242,7 @@ class RunSpec(NamedTuple):
             eval_every,
             eval_episodes,
             log_every,
+            devices,
         )
 
     def extended(self, total_timesteps: int) -> "RunSpec":
@@ -239,71 +254,4 @@ class RunSpec(NamedTuple):
             )
         return self._replace(
             config=self.config.replace(total_timesteps=int(total_timesteps))
-        )
-
-
-class RunResult(NamedTuple):
-    """What ``train_from_config``, ``resume_training`` and
-    ``ondevice_rl.run_training`` return; its ``repr`` is a short summary.
-
-    Attributes:
-        metrics: name -> ``[R]`` float32 host array, one row per
-            ``log_every`` updates (``ondevice_rl.metrics.log_rows``; earlier
-            ones included when resumed).
-        final_return: ``ondevice_rl.metrics.final_return`` of the last
-            updates' own ``episode_return`` values (not of the rows; NaN if
-            no update completed).
-        compile_s: seconds spent compiling (0 for cached programs).
-        run_s: seconds spent running this call's segments.
-        sps: env steps per second over ``run_s``.
-        env_steps: env steps done in all (``updates * config.steps_per_update``).
-        out_dir: where files were written, or None.
-        state: the final train state (on device).
-        interrupted: stopped early by Ctrl-C or SIGTERM.
-        stop_signal: that signal's number, or None.
-        nonfinite: what the NaN guard found ("non-finite X at update N"), or
-            None.
-        resumed_from: the update the run continued from (0: a fresh run).
-        checkpoint: the update of the last checkpoint written, or None.
-        config: the run's config (the stored one when resumed).
-        updates: ``[R]`` int64, the last update each row covers (1-based).
-        write_s: seconds of ``run_s`` spent writing rows (files, loggers).
-    """
-
-    metrics: dict[str, np.ndarray]
-    final_return: float
-    compile_s: float
-    run_s: float
-    sps: float
-    env_steps: int
-    out_dir: Path | None
-    state: Any
-    interrupted: bool = False
-    stop_signal: int | None = None
-    nonfinite: str | None = None
-    resumed_from: int = 0
-    checkpoint: int | None = None
-    config: Any = None
-    updates: np.ndarray | None = None
-    write_s: float = 0.0
-
-    def __repr__(self) -> str:
-        config = self.config
-        what = f"{config.env} {algorithm_of(config).name}" if config else "run"
-        status = (
-            "stopped: " + self.nonfinite
-            if self.nonfinite
-            else "interrupted"
-            if self.interrupted
-            else "finished"
-        )
-        rows = len(self.updates) if self.updates is not None else 0
-        return (
-            f"RunResult({what}, {status}\n"
-            f"  out_dir={str(self.out_dir) if self.out_dir else None!r}\n"
-            f"  final_return={self.final_return:.2f}, "
-            f"env_steps={self.env_steps:,}\n"
-            f"  compile_s={self.compile_s:.1f}, run_s={self.run_s:.1f}, "
-            f"sps={self.sps:,.0f}\n"
-            f"  metrics: {len(self.metrics)} x {rows} rows; .state: the train state)"
         )

@@ -13,7 +13,9 @@ to the host. ``Programs.run(state, segment)`` runs one segment and hands back
 its rows, the row updates, the tail and the NaN guard's verdict. The state is
 donated from segment to segment. Programs come from the process's one cache
 (``train/services/programs.py``), so a second run of the same config, or a
-resumed one, compiles nothing.
+resumed one, compiles nothing. A data-parallel run (``devices``) compiles
+its learner's data-parallel trainer (``train/run/devices.py``) the same way;
+its state stays split over the devices from segment to segment.
 
 Periodic evaluation (``Evaluation(every=N, episodes=K)``): the segment runs
 its updates in blocks that end where the absolute update count ``start + j``
@@ -35,8 +37,8 @@ import numpy as np
 
 from ondevice_rl.evaluation import evaluate
 from ondevice_rl.metrics import FINAL_WINDOW, log_rows, row_updates
-from ondevice_rl.train.kit.registry import trainer_for
 from ondevice_rl.train.kit.state import policy_params
+from ondevice_rl.train.run.devices import run_trainer
 from ondevice_rl.train.run.plan import Segment, eval_updates
 from ondevice_rl.train.services.interrupt import wait_ready
 from ondevice_rl.train.services.programs import PROGRAMS, avals
@@ -81,6 +83,11 @@ class Programs(NamedTuple):
     def initial_state(self) -> Any:
         """The train state before the first update."""
         return self.init(self.key, self.hp, self.env_params)
+
+    def place(self, state: Any) -> Any:
+        """``state`` (a restored checkpoint) on the devices a fresh one
+        lies on, as the segment programs take it."""
+        return jax.device_put(state, self.init.output_shardings)
 
     def run(self, state: Any, segment: Segment) -> tuple[Any, SegmentResult]:
         """Runs ``segment`` from ``state``: the new state and the segment's
@@ -216,9 +223,10 @@ def lower_segment(
     phase: int = 0,
     evaluation: Evaluation | None = None,
     log_every: int = 1,
+    devices: int | None = None,
 ) -> jax.stages.Lowered:
     """The lowered segment program (for compiling, or reading its text)."""
-    trainer = trainer_for(config)
+    trainer = run_trainer(config, devices)
     state = jax.eval_shape(trainer.init, key, hp, env_params)
     fn = _segment_fn(trainer, evaluation, log_every)
     if evaluation is None:
@@ -237,35 +245,37 @@ def compile_programs(
     plan: list[tuple[int, int]],
     evaluation: Evaluation | None = None,
     log_every: int = 1,
+    devices: int | None = None,
 ) -> tuple[Programs, float]:
     """Compiles (or takes from the cache) ``init`` and one segment per
-    ``(length, phase)`` of ``plan``, logging rows of ``log_every`` updates;
-    returns them, bound to these inputs, and the seconds it took."""
+    ``(length, phase)`` of ``plan``, logging rows of ``log_every`` updates,
+    on one device or data-parallel over ``devices``; returns them, bound to
+    these inputs, and the seconds it took."""
     signature = avals((key, hp, env_params))
-    trainer = trainer_for(config)
+    trainer = run_trainer(config, devices)
     start = time.perf_counter()
 
     def build_init(options):
         lowered = jax.jit(trainer.init).lower(key, hp, env_params)
         return lowered.compile(compiler_options=options)
 
-    init = PROGRAMS.get(("init", config, signature), build_init)
+    init = PROGRAMS.get(("init", config, devices, signature), build_init)
 
     def build_segment(length, phase):
         def build(options):
-            lowered = lower_segment(
-                config, key, hp, env_params, length, phase, evaluation, log_every
-            )
+            shape = (length, phase, evaluation, log_every, devices)
+            lowered = lower_segment(config, key, hp, env_params, *shape)
             return lowered.compile(compiler_options=options)
 
         return build
 
     def cache_key(length, phase):
         if evaluation is None:
-            return ("segment", config, signature, length, log_every)
+            return ("segment", config, devices, signature, length, log_every)
         return (
             "segment-eval",
             config,
+            devices,
             signature,
             length,
             phase,

@@ -1,7 +1,8 @@
 """SAC fused into one program, its replay buffer in device memory.
 
 The update (act, store, learn from replay, report) is the kit's
-(``train/kit/off_policy_loop.py``); here are SAC's actor, its exploration,
+(``train/kit/replay_loop.py``, with what SAC and TD3 share in
+``train/kit/off_policy_trainer.py``); here are SAC's actor, its exploration,
 its temperature and its gradient step. ``make_train(config)`` returns
 ``train(key, hyperparams, env_params=None)``, pure, safe to ``jax.jit`` and
 ``jax.vmap``.
@@ -15,7 +16,10 @@ import jax.numpy as jnp
 
 from ondevice_rl.nn.continuous_control import SquashedGaussianActor, squashed_sample
 from ondevice_rl.train.kit.off_policy import Model, critic_loss, first_step
-from ondevice_rl.train.kit.off_policy_loop import OffPolicyLearner, off_policy_trainer
+from ondevice_rl.train.kit.off_policy_trainer import (
+    OffPolicyLearner,
+    off_policy_trainer,
+)
 from ondevice_rl.train.kit.optim import gradient_step
 from ondevice_rl.train.kit.protocol import Trainer, TrainOutput, whole_run
 from ondevice_rl.train.kit.targets import polyak

@@ -24,6 +24,9 @@ import tempfile
 import warnings
 from pathlib import Path
 
+import jax
+from jax.experimental.compilation_cache import compilation_cache
+
 CACHE_ENV = "ONDEVICE_RL_CACHE_DIR"
 _OFF = ("", "0", "off", "none", "false")
 
@@ -43,9 +46,6 @@ def use_compilation_cache(enabled: bool = True) -> Path | None:
     """Switches JAX's persistent compilation cache on (at
     ``compilation_cache_dir()``, unless that is off) or off for this
     process; returns the directory in use, or None."""
-    import jax
-    from jax.experimental.compilation_cache import compilation_cache
-
     path = compilation_cache_dir() if enabled else None
     current = jax.config.jax_compilation_cache_dir
     on = jax.config.jax_enable_compilation_cache

@@ -5,6 +5,8 @@ import os
 import platform
 from pathlib import Path
 
+import jax
+
 
 def processor() -> str:
     """The CPU's model name (Linux's /proc/cpuinfo), else what platform says."""
@@ -19,8 +21,6 @@ def processor() -> str:
 
 def machine() -> dict:
     """Date, jax version, backend, device kind and count, CPU cores and model."""
-    import jax
-
     return dict(
         date=datetime.datetime.now().isoformat(timespec="seconds"),
         jax=jax.__version__,

@@ -1,6 +1,6 @@
 """The one cache of compiled programs in a process.
 
-Segmented runs (``runner.py``) and sweeps (``sweep/program.py``) ask
+Segmented runs (``runner.py``) and sweeps (``sweep/programs.py``) ask
 ``PROGRAMS.get(key, build)`` for what they need; ``key`` names the program
 (kind, static config, shapes, segment or chunk length, mesh, compiler
 options) and ``build()`` compiles it on first use. New traced values never

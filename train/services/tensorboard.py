@@ -46,7 +46,7 @@ class TensorBoardLog:
 
     def __init__(self, run_dir: Path, steps_per_update: int, first_update: int = 0):
         self.steps_per_update = steps_per_update
-        try:
+        try:  # lazy: without tensorboardX the log is a no-op
             from tensorboardX.proto.event_pb2 import Event, SessionLog
             from tensorboardX.proto.summary_pb2 import Summary
             from tensorboardX.record_writer import masked_crc32c
@@ -147,7 +147,7 @@ def _records(path: Path):
 def read_scalars(run_dir: str | Path) -> dict[str, list[tuple[int, float]]]:
     """``tag -> [(step, value), ...]`` from every event file in ``run_dir``
     (needs tensorboardX's protobuf classes)."""
-    from tensorboardX.proto.event_pb2 import Event
+    from tensorboardX.proto.event_pb2 import Event  # lazy: as TensorBoardLog's
 
     scalars: dict[str, list[tuple[int, float]]] = {}
     for path in sorted(Path(run_dir).glob(EVENT_GLOB)):

@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from ondevice_rl.train.run.artifacts import CONFIG_FILE, read_json
 from ondevice_rl.train.run.checks import RunArgError
 from ondevice_rl.train.services.progress import to_stderr
 from ondevice_rl.train.services.tensorboard import metric_tag
@@ -43,7 +44,7 @@ def _none(spec: Any, info: dict, out: Path | None) -> None:
 
 
 def _import_wandb():
-    try:
+    try:  # lazy: wandb is an optional extra
         import wandb
     except ImportError:
         raise RunArgError(
@@ -99,8 +100,6 @@ class WandbLog:
         ``config.json`` names (nothing if it names none)."""
 
         def open_run(spec: Any, info: dict, out: Path | None) -> "WandbLog | None":
-            from ondevice_rl.train.run.artifacts import CONFIG_FILE, read_json
-
             stored = read_json(out / CONFIG_FILE).get(INFO_KEY)
             if not isinstance(stored, dict) or not stored.get("id"):
                 return None

@@ -1,11 +1,20 @@
-"""Populations: sweeps of any registered algorithm trained as
-``jit(vmap(train))``, compiled once per static config, chunked to fit memory
-and sharded over every device.
+"""Populations of any registered algorithm trained as one program, in rounds.
+
+A request (``request.py``) names a search over a base config; its space
+(``space.py``) expands into the members of a plan (``plan.py``): settings
+× seeds. The members train as populations (``population.py``), compiled
+once per static config (``programs.py``), in rounds (``engine.py``,
+``rounds.py``): a sweep (grid or random search) in one round, chunked to fit
+memory; a search as one program, a strategy acting between its rounds
+(``pbt.py``, ``halving.py``). The directory keeps the finished members
+(``store.py``) and a search's round checkpoints (``checkpoints.py``); the
+result (``result.py``, ``lineage.py``) is written and printed by
+``report.py``, ``figures.py`` and ``terminal.py``.
 
 Example::
 
     from ondevice_rl.train import get_algorithm
-    from ondevice_rl.train.sweep import LogUniform, run_sweep
+    from ondevice_rl.train.sweep import PBT, LogUniform, run_sweep
 
     config = get_algorithm("ppo").config(env="CartPole-v1", total_timesteps=100_000)
     result = run_sweep(
@@ -19,89 +28,40 @@ Example::
     result.rows()              # one dict per member
     result.programs_compiled   # 2 (one per num_envs value)
 
-Searches that act on the population between rounds (population-based
-training, successive halving) are ``run_search`` (``search.py``)::
-
-    from ondevice_rl.train.sweep import PBT, run_search
-
-    result = run_search(
-        config, PBT(), seeds=4, search={"learning_rate": LogUniform(1e-5, 1e-2)},
-        samples=16,
+    search = run_sweep(
+        config, seeds=4, search={"learning_rate": LogUniform(1e-5, 1e-2)},
+        samples=16, strategy=PBT(),
     )
-    result.handed_back()       # {seed position: member}, each search's best
+    search.lineage.handed_back()   # {seed position: member}, each search's best
 """
 
-from ondevice_rl.train.services.memory import (
-    ChunkPlan,
-    estimate_member_bytes,
-    memory_budget,
-    plan_chunks,
-)
 from ondevice_rl.train.services.programs import ProgramCache
-from ondevice_rl.train.sweep.program import (
-    DEFAULT_CACHE,
-    PopulationInputs,
-    Program,
-    compile_program,
-    population_program,
-    program_config,
-    reusable_program,
-    stack_inputs,
-)
-from ondevice_rl.train.sweep.results import (
-    GroupInfo,
-    SettingSummary,
-    SweepResult,
-    format_values,
-    scores,
-)
-from ondevice_rl.train.sweep.run import group_members, run_plan, run_sweep
-from ondevice_rl.train.sweep.search import run_search, search_plan
-from ondevice_rl.train.sweep.search_result import SearchResult
-from ondevice_rl.train.sweep.space import (
-    LogUniform,
-    Member,
-    SweepPlan,
-    SweepSpecError,
-    Uniform,
-    build_plan,
-    env_param_fields,
-)
-from ondevice_rl.train.sweep.strategies import PBT, Halving, Independent
+from ondevice_rl.train.sweep.engine import STRATEGIES, check_plan, run_plan, run_sweep
+from ondevice_rl.train.sweep.halving import Halving
+from ondevice_rl.train.sweep.lineage import Lineage
+from ondevice_rl.train.sweep.pbt import PBT
+from ondevice_rl.train.sweep.plan import Member, SweepPlan, build_plan
+from ondevice_rl.train.sweep.programs import DEFAULT_CACHE
+from ondevice_rl.train.sweep.result import SettingSummary, SweepResult, scores
+from ondevice_rl.train.sweep.space import LogUniform, SweepSpecError, Uniform
 
 __all__ = [
     "DEFAULT_CACHE",
-    "ChunkPlan",
-    "GroupInfo",
     "Halving",
-    "Independent",
+    "Lineage",
     "LogUniform",
-    "PBT",
     "Member",
-    "PopulationInputs",
-    "Program",
+    "PBT",
     "ProgramCache",
-    "SearchResult",
+    "STRATEGIES",
     "SettingSummary",
     "SweepPlan",
     "SweepResult",
     "SweepSpecError",
     "Uniform",
     "build_plan",
-    "compile_program",
-    "env_param_fields",
-    "estimate_member_bytes",
-    "format_values",
-    "group_members",
-    "memory_budget",
-    "plan_chunks",
-    "population_program",
-    "program_config",
-    "reusable_program",
+    "check_plan",
     "run_plan",
-    "run_search",
     "run_sweep",
     "scores",
-    "search_plan",
-    "stack_inputs",
 ]

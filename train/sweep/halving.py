@@ -17,10 +17,15 @@ import jax.numpy as jnp
 import numpy as np
 
 from ondevice_rl.train.kit.registry import trainer_for
-from ondevice_rl.train.sweep import search_space
-from ondevice_rl.train.sweep.population import Population
-from ondevice_rl.train.sweep.rounds import KEPT, REFILLED, ranks, record, step_key
-from ondevice_rl.train.sweep.space import SweepSpecError
+from ondevice_rl.train.sweep.population import (
+    KEPT,
+    REFILLED,
+    Population,
+    ranks,
+    record,
+    step_key,
+)
+from ondevice_rl.train.sweep.space import SweepSpecError, sample
 
 
 def rung_ages(min_rounds: int, eta: int, bracket: int, rounds: int) -> list[int]:
@@ -128,7 +133,7 @@ def _refill(trainer, space, base, pop: Population, stop, key, round_index):
     """``pop`` with the ``stop`` members replaced by fresh trials."""
     count = stop.shape[0]
     keys = jax.random.split(jax.random.fold_in(key, round_index), 2 * count)
-    hp = jax.vmap(lambda k: search_space.sample(space, base, k))(keys[:count])
+    hp = jax.vmap(lambda k: sample(space, base, k))(keys[:count])
     fresh = jax.vmap(trainer.init)(keys[count:], hp, pop.env_params)
 
     def pick(new, old):

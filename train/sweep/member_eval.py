@@ -7,6 +7,7 @@ from typing import Any
 import jax
 import numpy as np
 
+from ondevice_rl.evaluation import evaluate
 from ondevice_rl.train.kit.registry import trainer_for
 
 #: Folded into a search seed for its evaluation episodes (fresh keys).
@@ -20,8 +21,6 @@ def evaluate_members(
     ``params``, members of one ``config``) mean return over ``episodes``
     episodes from keys that training never used, ``fold_in(key(seeds[i]),
     EVAL_SALT)`` (NaN for None)."""
-    from ondevice_rl.evaluation import evaluate
-
     trainer = trainer_for(config)
     chosen = [p for p in picks if p is not None]
     if not chosen:

@@ -4,23 +4,38 @@ In each group the worst ``fraction`` (at least one member, at most half)
 copies the whole learning state (parameters, optimiser state, normaliser,
 replay buffer, env states; not its own PRNG key) of a member drawn uniformly
 from the best ``fraction`` (exploit), then perturbs the copied
-hyperparameters (explore: ``search_space.explore``). A non-finite member
+hyperparameters (explore: ``space.explore``). A non-finite member
 ranks last, so it is replaced first. The number of copies per round is
 fixed, so only those rows of the population move.
+
+Copying a few members' rows of a population split over devices
+(``copy_rows``): without a mesh, a gather and a scatter. On a mesh, XLA's
+partitioner would gather whole arrays to move a few rows; instead, under
+``jax.shard_map``, each device takes the donor rows it holds (zeros for the
+others), one ``psum`` over the mesh hands every device all rows copied,
+and each device writes the rows of the losers it holds. Only those rows
+cross between devices. The rows travel as unsigned integers of their width,
+so the copy is bit for bit (``-0.0`` and NaN payloads included).
 """
 
 import dataclasses
 import math
+from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.sharding import Mesh, PartitionSpec
 
-from ondevice_rl.train.sweep import search_space
-from ondevice_rl.train.sweep.population import Population
-from ondevice_rl.train.sweep.rounds import EXPLOITED, KEPT, ranks, record, step_key
-from ondevice_rl.train.sweep.row_copy import copy_rows
-from ondevice_rl.train.sweep.space import SweepSpecError
+from ondevice_rl.train.sweep.population import (
+    EXPLOITED,
+    KEPT,
+    Population,
+    ranks,
+    record,
+    step_key,
+)
+from ondevice_rl.train.sweep.space import SweepSpecError, explore
 
 
 @dataclasses.dataclass(frozen=True)
@@ -105,9 +120,9 @@ class PBT:
             )  # the whole learning state but the PRNG keys
             donor_hp = jax.tree.map(lambda x: x[donors], pop.hp)
             keys = jax.random.split(explore_key, groups * k)
-            explored = jax.vmap(
-                lambda hp, key: search_space.explore(space, hp, key, resample_prob)
-            )(donor_hp, keys)
+            explored = jax.vmap(lambda hp, key: explore(space, hp, key, resample_prob))(
+                donor_hp, keys
+            )
             explored = jax.tree.map(
                 lambda new, old: jnp.where(copy, new, old), explored, donor_hp
             )
@@ -120,3 +135,55 @@ class PBT:
             return new, record(new, pop, parent, event)
 
         return step
+
+
+# --- moving rows between devices ------------------------------------------------
+
+_UNSIGNED = {1: jnp.uint8, 2: jnp.uint16, 4: jnp.uint32}
+
+
+def _is_key(x: jax.Array) -> bool:
+    return jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key)
+
+
+def _as_bits(x: jax.Array) -> jax.Array:
+    if x.dtype == jnp.bool_:
+        return x.astype(jnp.uint8)
+    return jax.lax.bitcast_convert_type(x, _UNSIGNED[x.dtype.itemsize])
+
+
+def _from_bits(bits: jax.Array, dtype: Any) -> jax.Array:
+    if dtype == jnp.bool_:
+        return bits.astype(jnp.bool_)
+    return jax.lax.bitcast_convert_type(bits, dtype)
+
+
+def copy_rows(tree: Any, losers: jax.Array, donors: jax.Array, mesh: Mesh | None):
+    """``tree`` (leaves ``[P, ...]``, split over ``mesh``'s first axis) with
+    row ``losers[j]`` replaced by row ``donors[j]``; keys untouched."""
+    if mesh is None:
+        return jax.tree.map(
+            lambda x: x if _is_key(x) else x.at[losers].set(x[donors]), tree
+        )
+    axis = mesh.axis_names[0]
+
+    def local(tree, losers, donors):
+        index = jax.lax.axis_index(axis)
+
+        def one(x):
+            if _is_key(x):
+                return x
+            rows = x.shape[0]
+            mine = donors // rows == index
+            bits = _as_bits(x[jnp.where(mine, donors % rows, 0)])
+            mask = mine.reshape(mine.shape + (1,) * (bits.ndim - 1))
+            bits = jax.lax.psum(jnp.where(mask, bits, 0), axis)
+            at = jnp.where(losers // rows == index, losers % rows, rows)
+            return x.at[at].set(_from_bits(bits, x.dtype), mode="drop")
+
+        return jax.tree.map(one, tree)
+
+    split, same = PartitionSpec(axis), PartitionSpec()
+    return jax.shard_map(
+        local, mesh=mesh, in_specs=(split, same, same), out_specs=split
+    )(tree, losers, donors)

@@ -1,14 +1,15 @@
-"""A whole population on the device, trained in rounds, as one program.
+"""A population on the device, trained in rounds: what its programs compute.
 
 ``Population`` holds every member's learning state and its bookkeeping, with
 a leading member axis ``[P]`` on every leaf; it stays on the device (split
-over the mesh) from the first round to the last. Two compiled programs act
-on it, both ``jit(vmap(...))`` over members and donating the population:
+over the mesh) from the first round to the last. Its programs are
+``jit(vmap(...))`` over members (``programs.py`` compiles them):
 
-* ``init(seed, place, hp, env_params, group, bracket, trial) ->
-  Population``: member ``place`` of seed ``seed``'s group starts from the key
-  ``fold_in(key(seed), place)`` (members of a group differ in their keys as
-  well as in their hyperparameters, so that a copy is not a clone);
+* ``init(inputs) -> Population``: member ``place`` of seed ``seed``'s group
+  starts from the key ``fold_in(key(seed), place)`` (members of a group
+  differ in their keys as well as in their hyperparameters, so that a copy
+  is not a clone), or, with ``solo_keys``, from ``key(seed)`` itself, as
+  ``train --seed`` does;
 * ``round(population, start, window) -> population``: ``K`` updates of
   every member (the learner's ``run``), its per-update metrics written into
   ``curves`` at update ``start``, its score over the last ``window``
@@ -19,8 +20,9 @@ A member's score is the mean return of its last ``N`` finished episodes,
 computed in the program from the round's per-update means and counts: the
 newest updates first, the update at the window's edge counted for as many
 episodes as the window still needs; when the round finished fewer than ``N``
-episodes, the previous score fills the rest (``window_score``). Search
-strategies (``strategies.py``) then act on the population between rounds.
+episodes, the previous score fills the rest (``window_score``). Between
+rounds a strategy (``pbt.py``, ``halving.py``) may act on the population;
+what crosses to the host after each round is a ``RoundRecord``.
 """
 
 from typing import Any, NamedTuple
@@ -29,8 +31,14 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ondevice_rl.devices.sharding import to_host
+from ondevice_rl.env.types import replace_params
 from ondevice_rl.train.kit.registry import trainer_for
 from ondevice_rl.train.run.segments import all_finite
+
+#: RoundRecord.event values.
+KEPT, EXPLOITED, REFILLED = 0, 1, 2
+EVENTS = ("kept", "exploited", "refilled")
 
 
 class Population(NamedTuple):
@@ -47,6 +55,30 @@ class Population(NamedTuple):
     birth: jax.Array  # [P] int32: the round its current trial started
     rung: jax.Array  # [P] int32: rungs its current trial has passed
     trial: jax.Array  # [P] int32: which trial the member is (new ones count on)
+
+
+class Inputs(NamedTuple):
+    """``init``'s host arrays, ``[P]`` leading axes."""
+
+    seed: np.ndarray  # uint32
+    place: np.ndarray  # uint32: the member's place within its group
+    hp: Any  # Hyperparams, float32 leaves
+    env_params: Any  # the env's params
+    group: np.ndarray  # int32, -1 for padding
+    bracket: np.ndarray  # int32
+    trial: np.ndarray  # int32
+
+
+class RoundRecord(NamedTuple):
+    """What crosses to the host after a round: ``[P]`` each."""
+
+    score: jax.Array  # the round's scores, before the step
+    finite: jax.Array  # whether the round stayed finite
+    parent: jax.Array  # int32: the member copied from (PBT), else -1
+    event: jax.Array  # int32: KEPT, EXPLOITED or REFILLED
+    hp: Any  # Hyperparams after the step
+    trial: jax.Array  # int32 after the step
+    rung: jax.Array  # int32 after the step
 
 
 def window_score(
@@ -77,33 +109,30 @@ def metric_shapes(config: Any) -> dict[str, Any]:
 
 
 def init_fn(config: Any, solo_keys: bool = False):
-    """``init(seed [P], place [P], hp, env_params, group [P], bracket [P],
-    trial [P]) -> Population`` (unjitted; vmapped over members). With
-    ``solo_keys`` a member starts from ``key(seed)`` itself, as ``train
-    --seed`` does (for groups of one member)."""
+    """``init(inputs) -> Population`` (unjitted; vmapped over members)."""
     trainer = trainer_for(config)
     names = list(metric_shapes(config))
     updates = config.num_updates
 
-    def member(seed, place, hp, env_params, group, bracket, trial):
-        key = jax.random.key(seed)
+    def member(inputs: Inputs):
+        key = jax.random.key(inputs.seed)
         if not solo_keys:
-            key = jax.random.fold_in(key, place)
-        state = trainer.init(key, hp, env_params)
+            key = jax.random.fold_in(key, inputs.place)
+        state = trainer.init(key, inputs.hp, inputs.env_params)
         curves = {k: jnp.full((updates,), jnp.nan, jnp.float32) for k in names}
         zero = jnp.int32(0)
         return Population(
             state,
-            hp,
-            env_params,
+            inputs.hp,
+            inputs.env_params,
             jnp.float32(jnp.nan),
             jnp.bool_(True),
             curves,
-            group,
-            bracket,
+            inputs.group,
+            inputs.bracket,
             zero,
             zero,
-            trial,
+            inputs.trial,
         )
 
     return jax.vmap(member)
@@ -136,22 +165,84 @@ def round_fn(config: Any, length: int):
     return jax.vmap(member, in_axes=(0, None, None))
 
 
-def host_inputs(members: list, default_env_params: Any, groups: np.ndarray) -> tuple:
-    """``(seed, place, hp, env_params, group, bracket, trial)`` host arrays of
-    ``members`` (padded ones carry group ``-1``), for ``init``: ``place``
-    numbers a member within its group, brackets are zero, trials number the
-    slots."""
-    from ondevice_rl.train.sweep.program import stack_inputs
+def host_inputs(
+    members: list,
+    default_env_params: Any,
+    groups: np.ndarray,
+    brackets: np.ndarray | None = None,
+) -> Inputs:
+    """``init``'s inputs for ``members`` (all of one static config): a
+    member's place numbers it within its group (padding carries group
+    ``-1``), ``brackets[place]`` is its bracket (default 0), trials number
+    the slots."""
+    hp_class = members[0].config.HYPERPARAMS
+    hp = hp_class(
+        *(
+            np.asarray([getattr(m.config, name) for m in members], np.float32)
+            for name in hp_class._fields
+        )
+    )
 
-    inputs = stack_inputs(members, default_env_params)
+    def member_params(m):
+        params = default_env_params
+        if m.env_params:
+            params = replace_params(params, dict(m.env_params))
+        return jax.tree.map(
+            lambda value, default: np.asarray(value, np.asarray(default).dtype),
+            params,
+            default_env_params,
+        )
+
+    per_member = [member_params(m) for m in members]
+    env_params = jax.tree.map(lambda *xs: np.stack(xs), *per_member)
     groups = np.asarray(groups, np.int32)
     place = np.asarray([np.sum(groups[:i] == g) for i, g in enumerate(groups)])
-    return (
-        inputs.seed,
+    bracket = np.zeros(len(members), np.int32)
+    if brackets is not None:
+        real = groups >= 0
+        bracket[real] = np.asarray(brackets)[place[real]]
+    return Inputs(
+        np.asarray([m.seed for m in members], np.uint32),
         place.astype(np.uint32),
-        inputs.hp,
-        inputs.env_params,
+        hp,
+        env_params,
         groups,
-        np.zeros(len(members), np.int32),
+        bracket,
         np.arange(len(members), dtype=np.int32),
     )
+
+
+# --- between rounds: what every strategy shares ------------------------------------
+
+
+def ranks(pop: Population, together: jax.Array) -> jax.Array:
+    """``[P]`` rank of each member among those it is ``together`` with
+    (``[P, P]``; 0 = best score, non-finite last, ties by index)."""
+    good = pop.finite & jnp.isfinite(pop.score)
+    s = jnp.where(good, pop.score, -jnp.inf)
+    index = jnp.arange(s.shape[0])
+    better = (s[None, :] > s[:, None]) | (
+        (s[None, :] == s[:, None]) & (index[None, :] < index[:, None])
+    )
+    return jnp.sum(together & better, axis=1).astype(jnp.int32)
+
+
+def step_key(seed, round_index) -> jax.Array:
+    return jax.random.fold_in(jax.random.key(seed), round_index)
+
+
+def record(pop: Population, before: Population, parent, event) -> RoundRecord:
+    """The record of a step that turned ``before`` into ``pop``."""
+    return RoundRecord(
+        before.score, before.finite, parent, event, pop.hp, pop.trial, pop.rung
+    )
+
+
+def host_record(pop: Population) -> RoundRecord:
+    """The record of a round no step follows, as host arrays: the
+    population as it is."""
+    score, finite, hp, trial, rung = to_host(
+        (pop.score, pop.finite, pop.hp, pop.trial, pop.rung)
+    )
+    none = np.full(score.shape, -1, np.int32)
+    return RoundRecord(score, finite, none, np.zeros_like(none), hp, trial, rung)

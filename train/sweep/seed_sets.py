@@ -9,8 +9,8 @@ mean ``episode_return`` of the last ``FINAL_WINDOW`` updates, as every run
 reports it), its stratified-bootstrap 95% CI and the worst seed. A result
 that holds on one set only shows here. ``table`` is the record as a
 Markdown table. With ``checkpoints`` (a directory) the population trains in
-rounds (a random search with nothing between rounds: the same members, the
-same keys), checkpointed after each round; the same call again resumes
+rounds (nothing between them: the same members, the same keys),
+checkpointed after each round; the same call again resumes
 from the newest checkpoint, for runs longer than a sitting (with the same
 CPU devices: on CPU the seeds are split over one device per core unless
 told otherwise, padded to a multiple of the devices, so 4 seeds on 2 cores
@@ -24,7 +24,9 @@ import numpy as np
 
 from ondevice_rl.metrics import FINAL_WINDOW
 from ondevice_rl.train.sweep import stats
-from ondevice_rl.train.sweep.results import scores
+from ondevice_rl.train.sweep.engine import run_sweep
+from ondevice_rl.train.sweep.member_eval import evaluate_members
+from ondevice_rl.train.sweep.result import scores
 
 
 def measure(
@@ -38,15 +40,13 @@ def measure(
 ):
     """Trains ``config`` on ``seeds`` (split into ``sets`` equal sets, in
     order; a seed's key is ``jax.random.key(seed)``); returns the record
-    (``kwargs`` go to ``run_sweep``: ``chunk_size``, ``cache``, ...; with
-    ``checkpoints``, a directory, to ``run_search``: ``round_updates``,
-    ``progress``), or None if a checkpointed run was interrupted. With
+    (``kwargs`` go to ``run_sweep``: ``chunk_size``, ``cache``,
+    ``progress``; with ``checkpoints``, a directory: ``round_updates``), or
+    None if a checkpointed run was interrupted. With
     ``eval_episodes``, each seed's final policy also plays that many
     deterministic episodes from keys training never used
     (``member_eval.evaluate_members``): ``eval_returns``, their mean per seed.
     ``curves``, a dict, gets ``seed -> {metric: [num_updates]}``."""
-    from ondevice_rl.train.sweep.member_eval import evaluate_members
-
     seeds = [int(s) for s in seeds]
     if sets < 1 or len(seeds) % sets:
         raise ValueError(f"{len(seeds)} seeds do not split into {sets} equal sets")
@@ -98,35 +98,20 @@ def label(seeds) -> str:
 
 def _trained(config, seeds, checkpoints, kwargs):
     """``({seed: {metric: [num_updates]}}, [params per seed], seconds,
-    resumed from round)`` of the finished seeds, from a sweep or, with
-    ``checkpoints``, a resumable search in rounds (None if interrupted)."""
-    if checkpoints is None:
-        from ondevice_rl.train.sweep.run import run_sweep
-
-        result = run_sweep(config, seeds=seeds, **kwargs)
-        done = result.finished
-        metrics = {m.seed: result.metrics[m.index] for m in done}
-        return metrics, [result.params[m.index] for m in done], result.seconds, 0
-    from ondevice_rl.train.sweep.search import run_search
-
-    if kwargs.get("progress"):  # titled by what it is, not "random search"
-        kwargs = {**kwargs, "progress": "seed sets"}
-    result = run_search(
-        config,
-        "random",
-        seeds=seeds,
-        out=checkpoints,
-        resume=True,
-        solo_keys=True,
-        **kwargs,
+    resumed from round)`` of the finished seeds: one population in one
+    round or, with ``checkpoints``, in checkpointed rounds resumed from the
+    newest (None if that was interrupted)."""
+    if checkpoints is not None and kwargs.get("progress"):
+        kwargs = {**kwargs, "progress": "seed sets"}  # not "random search"
+    result = run_sweep(
+        config, seeds, checkpoints=checkpoints, resume=checkpoints is not None, **kwargs
     )
-    if result.interrupted:
+    if checkpoints is not None and result.interrupted:
         return None
-    metrics = {  # result.curves: metric -> [P, num_updates]
-        m.seed: {name: values[i] for name, values in result.curves.items()}
-        for i, m in enumerate(result.plan.members)
-    }
-    return metrics, result.params, result.seconds, result.resumed_from
+    done = result.finished
+    metrics = {m.seed: result.metrics[m.index] for m in done}
+    resumed_from = result.lineage.resumed_from if result.lineage else 0
+    return metrics, [result.params[m.index] for m in done], result.seconds, resumed_from
 
 
 def _summary(by_seed: dict, members: np.ndarray, name: str) -> dict:

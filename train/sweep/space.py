@@ -1,39 +1,40 @@
-"""Search spaces → the list of population members.
+"""What a sweep may search: value specs on the host, the same space as
+arrays on the device.
 
-A search maps field names to values:
+A search maps field names to values: a list (grid values), ``Uniform(lo,
+hi)`` / ``LogUniform(lo, hi)`` (random draws, ``plan.py``) or a scalar (one
+fixed value). ``SearchSpace.build(config, search)`` reads the searched
+hyperparameters once more as arrays, for strategies that sample and perturb
+them inside a jitted program. Every hyperparameter of the learner's
+``Hyperparams`` gets one row:
 
-* a list/tuple → grid values (the grid is the Cartesian product of all lists);
-* ``Uniform(lo, hi)`` / ``LogUniform(lo, hi)`` → random draws: ``samples``
-  settings are drawn (numpy, ``sample_seed``) and crossed with the grid;
-* a scalar → one fixed value.
+* ``FIXED``: not searched, the base config's value;
+* ``UNIFORM`` / ``LOG_UNIFORM``: a range ``[low, high]`` (``log`` of the
+  bounds for the latter);
+* ``CHOICE``: one of ``choices`` (a list's values, sorted).
 
-Fields are the base config's fields (any registered algorithm's config): its
-traced hyperparameters (any number of values share one compiled program) or
-static ones (``num_envs``, ``num_steps``, ``hidden``, ``total_timesteps``,
-...; each distinct static config compiles its own program). Values are
-checked against the algorithm's declared ranges before anything compiles.
-Env physics fields (leaves of the env's params NamedTuple, e.g. CartPole
-``length``) come in a separate mapping and are traced too. Every setting is
-run once per seed.
+``sample(space, base, key)`` draws a fresh setting; ``explore(space, hp,
+key, ...)`` perturbs one as population-based training does: each searched
+value is resampled with probability ``resample_prob``, else multiplied by one
+of ``factors`` (a range) or moved to a neighbouring choice (a list), and kept
+within its range. Search ranges are checked against the learner's declared
+ranges before anything runs (``build_plan``), so explored values stay valid.
+Both work on one member; the caller vmaps.
 """
 
-import difflib
-import itertools
 import math
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any, NamedTuple
 
+import jax
+import jax.numpy as jnp
 import numpy as np
 
-from ondevice_rl import envs
-from ondevice_rl.env.types import scalar_param_fields
-from ondevice_rl.nn.networks import ACTIVATIONS
-from ondevice_rl.train.kit.registry import algorithm_of, trainer_for
-from ondevice_rl.train.run.checks import SEED_BOUND, SEED_RANGE
-
-#: Members a sweep may have: its plan lists them all, one by one.
-MAX_MEMBERS = 2**20
+FIXED, UNIFORM, LOG_UNIFORM, CHOICE = range(4)
+#: ``choices`` columns come in multiples of this: lists of up to 8 values
+#: share one compiled program.
+CHOICE_WIDTH = 8
 
 
 class SweepSpecError(ValueError):
@@ -74,238 +75,115 @@ class LogUniform:
 
 Distribution = Uniform | LogUniform
 
-ENV_PREFIX = "env."
 
-
-class Member(NamedTuple):
-    """One trained agent of the population.
-
-    ``config`` carries the member's static fields *and* its hyperparameter
-    values (``config.hyperparams``); ``env_params`` the swept physics values
-    as sorted ``(name, value)`` pairs; ``setting`` numbers the distinct
-    combination of swept values (members differing only by seed share it).
-    """
-
-    index: int
-    setting: int
-    seed: int
-    config: Any  # the algorithm's config
-    env_params: tuple[tuple[str, float], ...]
-
-
-@dataclass(frozen=True)
-class SweepPlan:
-    """The members to train and what was swept (for tables and plots)."""
-
-    base: Any  # the algorithm's config
-    members: tuple[Member, ...]
-    swept: tuple[str, ...]  # config fields, then "env.<name>" fields
-    seeds: tuple[int, ...]
-    #: Fields given a single value: applied to every member, not swept.
-    fixed: dict = field(default_factory=dict)
-
-    @property
-    def num_settings(self) -> int:
-        return len({m.setting for m in self.members})
-
-    def setting_values(self, member: Member) -> dict[str, Any]:
-        """``{swept field: value}`` of ``member`` (env fields as ``env.<name>``)."""
-        env_values = {ENV_PREFIX + k: v for k, v in member.env_params}
-        return {
-            name: env_values[name]
-            if name.startswith(ENV_PREFIX)
-            else getattr(member.config, name)
-            for name in self.swept
-        }
-
-
-def _unknown(kind: str, name: str, known: Sequence[str]) -> SweepSpecError:
-    close = difflib.get_close_matches(name, known, n=3, cutoff=0.5)
-    hint = f" (did you mean {', '.join(close)}?)" if close else ""
-    return SweepSpecError(f"unknown {kind} {name!r}{hint}; known: {', '.join(known)}")
-
-
-def _as_list(name: str, spec: Any) -> list | Distribution:
-    if isinstance(spec, Uniform | LogUniform):
-        return spec
-    if isinstance(spec, str) or not isinstance(spec, Sequence):
-        return [spec]
-    if len(spec) == 0:
-        raise SweepSpecError(f"{name}: empty list of values")
-    return list(spec)
-
-
-def _check_hp(ranges, name: str, value: Any) -> float:
-    try:
-        return ranges[name].check(name, value)
-    except ValueError as err:
-        raise SweepSpecError(str(err)) from None
-
-
-def _shortest_float32(value: float) -> float:
-    """The float32 nearest ``value``, written with the fewest digits."""
+def shortest(value: float) -> float:
+    """The float32 nearest ``value``, written with the fewest digits
+    (``0.99``, not ``0.9900000095367432``)."""
     return float(str(np.float32(value)))
 
 
-def _check_dist_bounds(ranges, name: str, dist: Distribution) -> None:
-    _check_hp(ranges, name, dist.low)
-    _check_hp(ranges, name, dist.high)
+class SearchSpace(NamedTuple):
+    """One row per hyperparameter (``Hyperparams._fields`` order)."""
 
+    kind: np.ndarray  # [H] int32: FIXED, UNIFORM, LOG_UNIFORM or CHOICE
+    low: np.ndarray  # [H] float32: range bounds (log bounds for LOG_UNIFORM)
+    high: np.ndarray  # [H] float32
+    choices: np.ndarray  # [H, C] float32: a list's values, last one repeated
+    num_choices: np.ndarray  # [H] int32
 
-def env_param_fields(env_name: str) -> dict[str, np.dtype]:
-    """Sweepable scalar leaves of an env's params, a suite's params nested
-    in an adapter's included: ``{name: dtype}``."""
-    fields = scalar_param_fields(envs.make(env_name)[1])
-    return {name: np.asarray(value).dtype for name, value in fields.items()}
-
-
-def _check_env_value(env: Any, name: str, value: Any) -> float | int:
-    """One env param value, checked against the env's declared range."""
-    try:
-        return env.check_params({name: value})[name]
-    except ValueError as err:
-        raise SweepSpecError(str(err)) from None
-
-
-def _seed_list(seeds: int | Sequence[int]) -> tuple[int, ...]:
-    if isinstance(seeds, int | np.integer):
-        if seeds < 1:
-            raise SweepSpecError(f"seeds must be >= 1, got {seeds}")
-        return tuple(range(int(seeds)))
-    seeds = tuple(int(s) for s in seeds)
-    if not seeds:
-        raise SweepSpecError("empty list of seeds")
-    if len(set(seeds)) != len(seeds):
-        raise SweepSpecError(f"repeated seeds in {list(seeds)}")
-    if not all(0 <= s < SEED_BOUND for s in seeds):
-        raise SweepSpecError(f"seeds must be in {SEED_RANGE}, got {list(seeds)}")
-    return seeds
-
-
-def build_plan(
-    config: Any,
-    seeds: int | Sequence[int] = 1,
-    search: Mapping[str, Any] | None = None,
-    env_params: Mapping[str, Any] | None = None,
-    samples: int | None = None,
-    sample_seed: int = 0,
-) -> SweepPlan:
-    """Expands a search into members: settings (grid × random draws) × seeds.
-
-    Args:
-        config: base configuration, any registered algorithm's (values of
-            unswept fields).
-        seeds: a count ``n`` (seeds ``0..n-1``) or explicit seeds.
-        search: config field → list, ``Uniform``, ``LogUniform`` or
-            scalar. Random ranges are allowed on hyperparameters only.
-        env_params: env params field → the same kinds of values.
-        samples: number of random draws; required iff a random range is given.
-        sample_seed: seed of the numpy generator that draws them.
-
-    Raises:
-        SweepSpecError: unknown field, bad value, inconsistent request, or an
-            env that is unknown or that the learner cannot act in.
-    """
-    search = dict(search or {})
-    env_search = dict(env_params or {})
-    if "env" in search:
-        raise SweepSpecError("env cannot be swept; run one sweep per environment")
-    algorithm = algorithm_of(config)
-    hyperparam_fields, ranges = algorithm.hyperparam_fields, algorithm.ranges
-    known = hyperparam_fields + algorithm.static_fields
-    for name in search:
-        if name not in known:
-            raise _unknown("field", name, known)
-    try:  # the env exists and the learner can act in it
-        trainer = trainer_for(config)
-    except KeyError as err:
-        raise SweepSpecError(err.args[0]) from None
-    except ValueError as err:
-        raise SweepSpecError(str(err)) from None
-    env = trainer.env.unwrapped
-    fields = scalar_param_fields(trainer.default_env_params)  # nested ones too
-    env_fields = {name: np.asarray(value).dtype for name, value in fields.items()}
-    for name in env_search:
-        if name not in env_fields:
-            raise _unknown(f"{config.env} env param", name, tuple(env_fields))
-
-    grid: dict[str, list] = {}
-    random: dict[str, Distribution] = {}
-    for prefix, spec_map in (("", search), (ENV_PREFIX, env_search)):
-        for name, spec in spec_map.items():
-            key = prefix + name
-            values = _as_list(key, spec)
-            if isinstance(values, list):
-                grid[key] = values
-                continue
-            if prefix:
-                if np.issubdtype(env_fields[name], np.integer):
-                    raise SweepSpecError(f"env param {name} is an integer; give a list")
-            elif name not in hyperparam_fields:
+    @classmethod
+    def build(cls, config: Any, search: Mapping[str, Any]) -> "SearchSpace":
+        """The space of ``search`` over ``config``'s hyperparameters
+        (``SweepSpecError`` for a field that is not one)."""
+        fields = config.HYPERPARAMS._fields
+        for name in search:
+            if name not in fields:
                 raise SweepSpecError(
-                    f"{name} sets shapes or loop lengths; give a list of values, "
-                    "random ranges are for hyperparameters and env params"
+                    f"{name} is not a traced hyperparameter; a search strategy "
+                    f"explores these only: {', '.join(fields)}"
                 )
-            else:
-                _check_dist_bounds(ranges, name, values)
-            random[key] = values
-    if random and samples is None:
-        raise SweepSpecError(
-            f"random ranges ({', '.join(random)}) need a number of samples "
-            "(--samples N)"
-        )
-    if samples is not None and not random:
-        raise SweepSpecError("samples given but no uniform/loguniform range")
-    if samples is not None and samples < 1:
-        raise SweepSpecError(f"samples must be >= 1, got {samples}")
-    seed_count = seeds if isinstance(seeds, int | np.integer) else len(seeds)
-    count = math.prod(map(len, grid.values())) * (samples or 1) * seed_count
-    if count > MAX_MEMBERS:  # before a list of them is made
-        raise SweepSpecError(
-            f"{count:,} members (settings x samples x seeds) is more than a "
-            f"sweep may have ({MAX_MEMBERS:,})"
-        )
+        longest = max([len(v) for v in search.values() if isinstance(v, list)] or [1])
+        width = -(-longest // CHOICE_WIDTH) * CHOICE_WIDTH  # shared by most lists
+        kind = np.full(len(fields), FIXED, np.int32)
+        low = np.zeros(len(fields), np.float32)
+        high = np.zeros(len(fields), np.float32)
+        choices = np.zeros((len(fields), width), np.float32)
+        num_choices = np.ones(len(fields), np.int32)
+        for i, name in enumerate(fields):
+            spec = search.get(name)
+            if isinstance(spec, Uniform):
+                kind[i], low[i], high[i] = UNIFORM, spec.low, spec.high
+            elif isinstance(spec, LogUniform):
+                kind[i] = LOG_UNIFORM
+                low[i], high[i] = np.log(spec.low), np.log(spec.high)
+            elif isinstance(spec, list | tuple) and len(spec) > 1:
+                values = np.sort(np.asarray(spec, np.float32))
+                kind[i], num_choices[i] = CHOICE, len(values)
+                choices[i] = np.concatenate(
+                    [values, np.full(width - len(values), values[-1])]
+                )
+        return cls(kind, low, high, choices, num_choices)
 
-    draws: list[dict[str, Any]] = [{}]
-    if random:
-        rng = np.random.default_rng(sample_seed)
-        columns = {key: dist.sample(rng, samples) for key, dist in random.items()}
-        draws = [
-            {k: _shortest_float32(col[i]) for k, col in columns.items()}
-            for i in range(samples)
-        ]
+    @property
+    def searched(self) -> np.ndarray:
+        """``[H]`` bool: the hyperparameters this space varies."""
+        return self.kind != FIXED
 
-    seed_list = _seed_list(seeds)
-    # Fields given one value are fixed changes, not swept dimensions.
-    varied = [k for k in (*grid, *random) if k in random or len(grid[k]) > 1]
-    swept = tuple(k for k in varied if not k.startswith(ENV_PREFIX))
-    swept += tuple(k for k in varied if k.startswith(ENV_PREFIX))
-    members = []
-    grid_points = itertools.product(*grid.values())
-    for setting, (point, draw) in enumerate(itertools.product(grid_points, draws)):
-        values = {**dict(zip(grid, point, strict=True)), **draw}
-        changes, env_values = {}, {}
-        for key, value in values.items():
-            if key.startswith(ENV_PREFIX):
-                name = key[len(ENV_PREFIX) :]
-                env_values[name] = _check_env_value(env, name, value)
-            elif key in hyperparam_fields:
-                changes[key] = _check_hp(ranges, key, value)
-            elif key == "hidden":
-                changes[key] = (value,) if isinstance(value, int) else tuple(value)
-            else:
-                if key == "activation" and value not in ACTIVATIONS:
-                    raise _unknown("activation", value, tuple(ACTIVATIONS))
-                changes[key] = value
-        try:
-            member_config = config.replace(**changes)
-        except (TypeError, ValueError) as err:
-            shown = ", ".join(f"{k}={v}" for k, v in changes.items())
-            raise SweepSpecError(f"invalid setting {shown}: {err}") from None
-        env_pairs = tuple(sorted(env_values.items()))
-        for seed in seed_list:
-            members.append(
-                Member(len(members), setting, seed, member_config, env_pairs)
-            )
-    fixed = {k: v[0] for k, v in grid.items() if len(v) == 1}
-    return SweepPlan(config, tuple(members), swept, seed_list, fixed)
+
+def _as_vector(hp: Any) -> jax.Array:
+    return jnp.stack([jnp.asarray(x, jnp.float32) for x in hp])
+
+
+def _from_vector(hp: Any, vector: jax.Array) -> Any:
+    return type(hp)(*(vector[i] for i in range(len(hp))))
+
+
+def _draw(space: SearchSpace, key: jax.Array) -> jax.Array:
+    """``[H]``: a value of every row drawn afresh (FIXED rows: garbage)."""
+    unit_key, choice_key = jax.random.split(key)
+    u = jax.random.uniform(unit_key, space.kind.shape)
+    ranged = space.low + u * (space.high - space.low)
+    index = jax.random.randint(choice_key, space.kind.shape, 0, space.num_choices)
+    picked = jnp.take_along_axis(jnp.asarray(space.choices), index[:, None], 1)[:, 0]
+    kind = jnp.asarray(space.kind)
+    return jnp.where(
+        kind == LOG_UNIFORM,
+        jnp.exp(ranged),
+        jnp.where(kind == CHOICE, picked, ranged),
+    )
+
+
+def sample(space: SearchSpace, base: Any, key: jax.Array) -> Any:
+    """A fresh setting: searched values drawn, the others ``base``'s."""
+    fresh = _draw(space, key)
+    vector = jnp.where(jnp.asarray(space.searched), fresh, _as_vector(base))
+    return _from_vector(base, vector)
+
+
+def explore(
+    space: SearchSpace,
+    hp: Any,
+    key: jax.Array,
+    resample_prob: float,
+    factors: tuple[float, float] = (0.8, 1.25),
+) -> Any:
+    """``hp`` perturbed: each searched value resampled with probability
+    ``resample_prob``, else scaled by one of ``factors`` (ranges; clipped to
+    the range) or moved one choice down or up (lists; kept in the list)."""
+    draw_key, coin_key, side_key = jax.random.split(key, 3)
+    shape = space.kind.shape
+    value = _as_vector(hp)
+    kind = jnp.asarray(space.kind)
+    up = jax.random.bernoulli(side_key, 0.5, shape)
+    scaled = value * jnp.where(up, factors[1], factors[0])
+    lin_low = jnp.where(kind == LOG_UNIFORM, jnp.exp(space.low), space.low)
+    lin_high = jnp.where(kind == LOG_UNIFORM, jnp.exp(space.high), space.high)
+    scaled = jnp.clip(scaled, lin_low, lin_high)
+    choices = jnp.asarray(space.choices)
+    position = jnp.argmin(jnp.abs(choices - value[:, None]), axis=1)
+    moved = jnp.clip(position + jnp.where(up, 1, -1), 0, space.num_choices - 1)
+    neighbour = jnp.take_along_axis(choices, moved[:, None], 1)[:, 0]
+    perturbed = jnp.where(kind == CHOICE, neighbour, scaled)
+    resample = jax.random.bernoulli(coin_key, resample_prob, shape)
+    new = jnp.where(resample, _draw(space, draw_key), perturbed)
+    return _from_vector(hp, jnp.where(jnp.asarray(space.searched), new, value))

@@ -1,193 +1,183 @@
-"""A sweep's directory while it runs: its request and its finished members.
+"""A sweep directory's finished members: their metrics and final parameters.
 
-* ``sweep.json``: what was asked (learner, base config, seeds, search, env
-  params, sampling, chunking), enough to rebuild the same plan;
-* ``members/chunk-*.npz``: the metrics of the members each finished chunk
-  trained, written (atomically) as soon as the chunk ends, just after
-  ``members/params-*.npz``, their final parameters (``member_files.py``).
+``members/`` holds, for the members of each finished chunk (a search: of
+its final population):
 
-``ondevice-rl sweep --resume OUT`` rebuilds the plan from ``sweep.json``,
-loads the finished members and trains only the missing ones. Both files are
-read through validating readers: a damaged ``sweep.json`` is one line
-naming it; a chunk that cannot be read whole (zip CRCs checked) or does not
-hold what the plan says, or whose members' parameters are missing or
-damaged, is reported with why, for the resume to move it into
-``members/damaged/`` and train its members again.
+* ``params-<first>-<n>.npz``: for each member ``i``, ``i/spec`` (its run
+  spec, ``RunSpec.to_json``: learner, config, hyperparameters, seed, env
+  params, and whether its parameters are finite, as UTF-8 JSON bytes) and
+  ``i/<path>``, every leaf of its final ``PolicyParams`` (what acting needs:
+  the network's parameters and any observation statistics) named by its
+  tree path (``network/params/Dense_0/kernel``);
+* ``chunk-<first>-<n>.npz`` (sweeps): ``i/<metric>``, each member's
+  per-update metrics, written just after its parameters, so that a finished
+  chunk on disk always has them.
+
+Files are written atomically by the process holding the directory's lock.
+Readers take a file whole (zip CRCs checked): ``read_member`` one member's
+parameters (``ondevice_rl.train.use.loading.load_run`` checks them against
+the shapes its spec gives; errors are one line naming the file), and
+``finished_members`` what a resumed sweep need not train again, a damaged
+chunk (unreadable, not what the plan says, its parameters missing or
+damaged) moved into ``members/damaged/`` with why, its members trained
+again.
 """
 
 import contextlib
+import json
 import shutil
 import zipfile
+import zlib
 from pathlib import Path
 from typing import Any
 
+import jax
 import numpy as np
 
-from ondevice_rl.train.run.artifacts import RunDirError, read_json, write_json
-from ondevice_rl.train.sweep import member_files
-from ondevice_rl.train.sweep.space import LogUniform, Uniform
+from ondevice_rl.train.run.artifacts import RunDirError
+from ondevice_rl.train.run.run_spec import RunSpec
+from ondevice_rl.train.services.writes import write_whole
+from ondevice_rl.train.sweep.space import shortest
 
-SPEC_FILE = "sweep.json"
 MEMBERS_DIR = "members"
 DAMAGED_DIR = "damaged"
-#: ``sweep.json``'s fields and what each must be.
-_FIELDS = {
-    "algo": (str, "a learner's name"),
-    "env": (str, "an env name"),
-    "seeds": (int | list, "a count or a list of seeds"),
-    "search": (dict, "an object"),
-    "env_params": (dict, "an object"),
-    "samples": (int | None, "an integer or null"),
-    "sample_seed": (int, "an integer"),
-    "base": (dict | None, "an object of config fields or null"),
-    "strategy": (dict | None, "an object (a search strategy's settings) or null"),
-    "round_updates": (int | None, "an integer or null"),
-    "score_episodes": (int | None, "an integer or null"),
-}
+PARAMS_GLOB = "params-*.npz"
+CHUNK_GLOB = "chunk-*.npz"
+SPEC_KEY = "spec"
 
 
-def _encode(value: Any) -> Any:
-    if isinstance(value, Uniform | LogUniform):
-        return {type(value).__name__.lower(): [value.low, value.high]}
-    if isinstance(value, tuple | list):
-        return [_encode(v) for v in value]
-    return value
+def leaf_name(path: tuple) -> str:
+    """A tree path as the name its array is stored under."""
+    return jax.tree_util.keystr(path, simple=True, separator="/")
 
 
-def _decode(value: Any) -> Any:
-    if isinstance(value, dict):
-        ((kind, (low, high)),) = value.items()
-        return {"uniform": Uniform, "loguniform": LogUniform}[kind](low, high)
-    if isinstance(value, list):
-        return [tuple(v) if isinstance(v, list) else v for v in value]
-    return value
+def named_arrays(tree: Any) -> dict[str, np.ndarray]:
+    """``{leaf name: host array}`` of a tree."""
+    leaves = jax.tree_util.tree_flatten_with_path(tree)[0]
+    return {leaf_name(path): np.asarray(x) for path, x in leaves}
 
 
-def comparable(value: Any) -> Any:
-    """A search value as ``sweep.json`` holds it (lists for tuples), to
-    compare a flag with the stored request."""
-    encoded = _encode(value)
-    if isinstance(encoded, list):
-        return [comparable(v) for v in encoded]
-    return encoded
+def save_npz(path: Path, arrays: dict[str, np.ndarray]) -> Path:
+    """Writes ``arrays`` to ``path`` atomically: a kill or a full disk leaves
+    the old file or the new one, never half of one."""
+    return write_whole(path, lambda tmp: np.savez(tmp, **arrays))
 
 
-def save_request(out: Path, request: dict) -> None:
-    """Writes ``sweep.json``: ``algo``, ``config`` (base config dict),
-    ``seeds``, ``search``, ``env_params``, ``samples``, ``sample_seed``."""
-    encoded = dict(request)
-    encoded["search"] = {k: _encode(v) for k, v in request["search"].items()}
-    encoded["env_params"] = {k: _encode(v) for k, v in request["env_params"].items()}
-    write_json(out / SPEC_FILE, encoded)
-
-
-def load_request(out: Path) -> dict:
-    """``sweep.json`` back, checked, distributions and tuples restored
-    (``RunDirError``, one line naming the file, if it is not a sweep's)."""
-    path = out / SPEC_FILE
-    if not path.is_file():
-        raise RunDirError(f"--resume {out}: no {SPEC_FILE} there, not a sweep")
-    request = read_json(path)
-    for name, (kind, allowed) in _FIELDS.items():
-        value = request.get(name)
-        if isinstance(value, bool) or not isinstance(value, kind):
-            raise RunDirError(f"{path}: {name} must be {allowed}, got {value!r}")
+def read_npz(path: Path) -> dict[str, np.ndarray]:
+    """Every array of an ``.npz`` file, read whole so that its CRCs are
+    checked; ``ValueError`` saying why it cannot be."""
     try:
-        for field in ("search", "env_params"):
-            request[field] = {k: _decode(v) for k, v in request[field].items()}
-    except (ValueError, TypeError, KeyError) as e:
-        raise RunDirError(f"{path}: {field} holds a bad value ({e})") from None
-    return request
+        with np.load(path) as data:
+            return {key: data[key] for key in data.files}
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile, zlib.error) as e:
+        raise ValueError(str(e) or type(e).__name__) from None
 
 
-def with_chunk_sizes(request: dict, groups: list) -> dict:
-    """``request`` plus each static group's chunk size so far (by the
-    group's config), for a resume to use the same ones."""
-    sizes = [{"config": g.config.to_dict(), "chunk_size": g.chunk_size} for g in groups]
-    return dict(request, chunk_sizes=sizes)
-
-
-def chunk_sizes(request: dict, plan: Any) -> dict:
-    """The stored chunk sizes keyed by static config (see ``with_chunk_sizes``)."""
-    from ondevice_rl.train.kit.registry import algorithm_of
-    from ondevice_rl.train.recipes.loader import config_from_dict
-    from ondevice_rl.train.sweep.program import program_config
-
-    algorithm = algorithm_of(plan.base)
-    return {
-        program_config(config_from_dict(g["config"], algorithm)): g["chunk_size"]
-        for g in request.get("chunk_sizes", [])
-    }
-
-
-def save_members(out: Path, metrics: dict[int, dict[str, np.ndarray]]) -> None:
-    """One ``members/chunk-<first>-<n>.npz`` holding these members' metrics."""
-    if not metrics:
-        return
-    folder = out / MEMBERS_DIR
+def _save_members(folder: Path, kind: str, arrays: dict[int, dict]) -> Path | None:
+    """``<kind>-<first>-<n>.npz`` of members' named arrays (index -> name
+    -> array) in ``folder``."""
+    if not arrays:
+        return None
     folder.mkdir(parents=True, exist_ok=True)
-    arrays = {f"{i}/{name}": v for i, m in metrics.items() for name, v in m.items()}
-    member_files.save_npz(folder / f"chunk-{min(metrics)}-{len(metrics)}.npz", arrays)
+    flat = {
+        f"{i}/{name}": v for i, named in arrays.items() for name, v in named.items()
+    }
+    return save_npz(folder / f"{kind}-{min(arrays)}-{len(arrays)}.npz", flat)
 
 
-def save_params(out: Path, result: Any, indices: Any) -> None:
-    """``members/params-*.npz``: the final parameters of these finished
-    members of ``result`` (a ``SweepResult``), each with its run spec."""
-    members = {}
-    for i in indices:
-        m = result.plan.members[i]
-        finite = result.params_finite[i] is not False
-        spec = member_files.member_spec(m.config, m.seed, dict(m.env_params), finite)
-        members[i] = (spec, result.params[i])
-    member_files.save_params(out / MEMBERS_DIR, members)
-
-
-def kept_params(out: Path) -> tuple[set[int], list[tuple[Path, str]]]:
-    """The members whose parameters ``members/`` holds, read whole, and the
-    params files that are damaged, each with why."""
-    kept, damaged = set(), []
-    for path in sorted((out / MEMBERS_DIR).glob(member_files.PARAMS_GLOB)):
-        try:
-            kept.update(member_files.read_params_file(path))
-        except ValueError as e:
-            damaged.append((path, str(e)))
-    return kept, damaged
-
-
-def read_chunk(path: Path) -> dict[int, dict[str, np.ndarray]]:
-    """One chunk file's members (index -> name -> ``[U]``), read whole so
-    that its CRCs are checked; ``ValueError`` saying why it is damaged."""
+def _read_members(path: Path) -> dict[int, dict[str, np.ndarray]]:
+    """A members file whole, as index -> name -> array; ``ValueError``
+    saying why it is damaged."""
     members: dict[int, dict[str, np.ndarray]] = {}
-    for key, values in member_files.read_npz(path).items():
+    for key, value in read_npz(path).items():
         index, _, name = key.partition("/")
-        if not index.isdigit() or not name or values.ndim != 1:
-            raise ValueError(f"unexpected array {key!r} {values.shape}")
-        members.setdefault(int(index), {})[name] = values
+        if not index.isdigit() or not name:
+            raise ValueError(f"unexpected array {key!r}")
+        members.setdefault(int(index), {})[name] = value
     if not members:
         raise ValueError("no members")
     return members
 
 
-def load_members(
-    out: Path, updates_of: Any = None
-) -> tuple[dict[int, dict[str, np.ndarray]], list[tuple[Path, str]]]:
-    """Every finished member's metrics found in ``members/``, and the chunk
-    files that are damaged, each with why. ``updates_of(index)``: the
-    number of updates member ``index`` trains (None: not in the plan)."""
-    found: dict[int, dict[str, np.ndarray]] = {}
-    damaged = []
-    for path in sorted((out / MEMBERS_DIR).glob("chunk-*.npz")):
+def _indices(path: Path) -> list[int]:
+    """The members a file names (its zip directory only; none if unreadable)."""
+    with contextlib.suppress(OSError, zipfile.BadZipFile, ValueError):
+        with zipfile.ZipFile(path) as archive:
+            names = {n.split("/")[0] for n in archive.namelist()}
+        return sorted(int(n) for n in names if n.isdigit())
+    return []
+
+
+# --- writing ----------------------------------------------------------------------
+
+
+def save_params(out: Path, result: Any, indices: Any) -> Path | None:
+    """``members/params-*.npz``: the final parameters of these members of
+    ``result`` (a ``SweepResult``), each with its run spec (after a search,
+    its final hyperparameters)."""
+    lineage, members = result.lineage, {}
+    for i in indices:
+        m = result.plan.members[i]
+        config = m.config
+        if lineage is not None:
+            config = config.replace(
+                **{k: shortest(v[i]) for k, v in lineage.hp.items()}
+            )
+        spec = RunSpec(
+            config, config.hyperparams, int(m.seed), dict(m.env_params) or None,
+            config.num_updates,
+        )  # fmt: skip
+        finite = result.params_finite[i] is not False
+        text = json.dumps(dict(spec.to_json(), params_finite=finite)).encode()
+        members[i] = {SPEC_KEY: np.frombuffer(text, np.uint8)}
+        members[i].update(named_arrays(result.params[i]))
+    return _save_members(out / MEMBERS_DIR, "params", members)
+
+
+def save_metrics(out: Path, metrics: dict[int, dict[str, np.ndarray]]) -> None:
+    """One ``members/chunk-<first>-<n>.npz`` holding these members' metrics."""
+    _save_members(out / MEMBERS_DIR, "chunk", metrics)
+
+
+# --- reading ----------------------------------------------------------------------
+
+
+def member_files(folder: Path) -> dict[int, Path]:
+    """Every member whose parameters ``folder`` holds -> its file (a file
+    whose directory cannot be read is skipped; reading it names it)."""
+    found = {}
+    for path in sorted(folder.glob(PARAMS_GLOB)):
+        found.update(dict.fromkeys(_indices(path), path))
+    return found
+
+
+def read_member(folder: Path, index: int) -> tuple[dict, dict[str, np.ndarray]]:
+    """``(spec json, {leaf name: array})`` of member ``index`` kept in
+    ``folder`` (``RunDirError``, one line, if it is not there or damaged)."""
+    path = member_files(folder).get(index)
+    if path is None:
+        raise RunDirError(f"{folder}: no parameters of member {index} kept there")
+    try:
+        named = dict(_read_members(path)[index])
+        if SPEC_KEY not in named:
+            raise ValueError(f"member {index} has no {SPEC_KEY}")
+        spec = json.loads(named.pop(SPEC_KEY).tobytes().decode())
+        if not isinstance(spec, dict):
+            raise ValueError("its spec is not an object")
+    except (ValueError, UnicodeDecodeError) as e:
+        raise RunDirError(f"{path}: damaged ({e})") from None
+    return spec, named
+
+
+def _checked_files(out: Path, glob: str, check) -> tuple[dict, list]:
+    """Members of every ``glob`` file in ``members/`` whose contents pass
+    ``check(index, named)``, and the damaged files, each with why."""
+    found, damaged = {}, []
+    for path in sorted((out / MEMBERS_DIR).glob(glob)):
         try:
-            members = read_chunk(path)
-            for index, metrics in members.items():
-                if updates_of is None:
-                    continue
-                updates = updates_of(index)
-                if updates is None:
-                    raise ValueError(f"member {index} is not in the plan")
-                lengths = {len(v) for v in metrics.values()}
-                if lengths != {updates}:
-                    raise ValueError(f"member {index} has {lengths} updates")
+            members = _read_members(path)
+            for index, named in members.items():
+                check(index, named)
         except ValueError as e:
             damaged.append((path, str(e)))
             continue
@@ -195,8 +185,8 @@ def load_members(
     return found, damaged
 
 
-def set_aside(out: Path, path: Path) -> Path:
-    """Moves a damaged chunk file into ``members/damaged/``; its new path."""
+def _set_aside(out: Path, path: Path) -> Path:
+    """Moves a damaged file into ``members/damaged/``; its new path."""
     folder = out / MEMBERS_DIR / DAMAGED_DIR
     folder.mkdir(exist_ok=True)
     target, n = folder / path.name, 0
@@ -209,35 +199,35 @@ def set_aside(out: Path, path: Path) -> Path:
 
 def finished_members(out: Path, plan: Any, move: bool = True) -> tuple[dict, list]:
     """``(finished, notes)``: the members of ``plan`` already trained in
-    ``out``, and one line per damaged chunk file, moved into
+    ``out`` (index -> metrics), and one line per damaged file, moved into
     ``members/damaged/`` (if ``move``) so that its members train again."""
 
-    def updates_of(index: int) -> int | None:
-        if 0 <= index < len(plan.members):
-            return plan.members[index].config.num_updates
-        return None
+    def check_metrics(index: int, metrics: dict) -> None:
+        if not 0 <= index < len(plan.members):
+            raise ValueError(f"member {index} is not in the plan")
+        for name, values in metrics.items():
+            if values.ndim != 1:
+                raise ValueError(f"unexpected array '{index}/{name}' {values.shape}")
+        lengths = {len(v) for v in metrics.values()}
+        if lengths != {plan.members[index].config.num_updates}:
+            raise ValueError(f"member {index} has {lengths} updates")
 
-    finished, damaged = load_members(out, updates_of)
-    kept, damaged_params = kept_params(out)
-    for path in sorted((out / MEMBERS_DIR).glob("chunk-*.npz")):
-        missing = sorted(set(read_chunk_indices(path)) - kept)
+    def check_params(index: int, named: dict) -> None:
+        if SPEC_KEY not in named:
+            raise ValueError(f"member {index} has no {SPEC_KEY}")
+
+    finished, damaged = _checked_files(out, CHUNK_GLOB, check_metrics)
+    kept, damaged_params = _checked_files(out, PARAMS_GLOB, check_params)
+    for path in sorted((out / MEMBERS_DIR).glob(CHUNK_GLOB)):
+        missing = sorted(set(_indices(path)) - set(kept))
         if missing and all(p != path for p, _ in damaged):
             damaged.append((path, f"no parameters kept for member {missing[0]}"))
-            for index in read_chunk_indices(path):
+            for index in _indices(path):
                 finished.pop(index, None)
     notes = []
     for path, why in damaged + damaged_params:
-        where = set_aside(out, path).parent if move else path.parent
+        where = _set_aside(out, path).parent if move else path.parent
         notes.append(
             f"{path}: damaged ({why}); moved to {where}, its members train again"
         )
     return finished, notes
-
-
-def read_chunk_indices(path: Path) -> list[int]:
-    """The members a chunk file names (its zip directory only)."""
-    with contextlib.suppress(OSError, zipfile.BadZipFile, ValueError):
-        with zipfile.ZipFile(path) as archive:
-            names = {n.split("/")[0] for n in archive.namelist()}
-        return sorted(int(n) for n in names if n.isdigit())
-    return []

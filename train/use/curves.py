@@ -23,6 +23,7 @@ import numpy as np
 
 from ondevice_rl.train.run import artifacts
 from ondevice_rl.train.services.progress import to_stderr
+from ondevice_rl.train.sweep.result import RESULT_COLUMNS
 
 #: config.json fields that make runs the same setting (the seed aside).
 _SETTING_FIELDS = ("algo", "config", "hyperparams", "env_params")
@@ -169,8 +170,6 @@ def sweep_series(
 def _varying_columns(rows: list[dict]) -> list[str]:
     """``sweep.csv`` columns holding a setting's values that vary over rows:
     not the member, seed, setting or score columns."""
-    from ondevice_rl.train.sweep.results import RESULT_COLUMNS
-
     scores = {"member", "setting", "seed", "num_updates", "auc", *RESULT_COLUMNS}
     columns = [
         c

@@ -30,6 +30,7 @@ import jax
 
 from ondevice_rl.train.kit.state import PolicyParams
 from ondevice_rl.train.services.writes import write_whole
+from ondevice_rl.train.use.loading import load_run
 
 #: Platforms the artifact is lowered for, unless told otherwise.
 PLATFORMS = ("cpu", "cuda", "rocm", "tpu")
@@ -37,6 +38,7 @@ PLATFORMS = ("cpu", "cuda", "rocm", "tpu")
 
 def _need_flatbuffers() -> None:
     try:
+        # lazy: a presence check, so that a missing one is a one-line ValueError
         import flatbuffers  # noqa: F401  (jax's serializer needs it)
     except ImportError:
         raise ValueError(
@@ -117,8 +119,6 @@ def export_policy(
         ValueError: one line, for a run that cannot be loaded, unknown
             platforms, or a missing ``flatbuffers``, before any lowering.
     """
-    from ondevice_rl.train.use.loading import load_run
-
     platforms = check_platforms(tuple(platforms))
     _need_flatbuffers()
     run = load_run(run_dir, **load_options)

@@ -15,8 +15,19 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
+from ondevice_rl.files.checkpoint import (
+    CheckpointMismatch,
+    Checkpoints,
+    describe_skipped,
+)
+from ondevice_rl.train.kit.registry import algorithm_of, trainer_for
 from ondevice_rl.train.kit.state import PolicyParams, policy_params
+from ondevice_rl.train.run import artifacts
+from ondevice_rl.train.run.run_spec import RunSpec
 from ondevice_rl.train.services.progress import to_stderr
+from ondevice_rl.train.sweep import store
+from ondevice_rl.train.sweep.request import SPEC_FILE
+from ondevice_rl.train.sweep.store import MEMBERS_DIR, PARAMS_GLOB
 
 
 class LoadedRun(NamedTuple):
@@ -47,9 +58,6 @@ def load_spec(run_dir: str | Path, member: int | str | None = None) -> Any:
     """The ``RunSpec`` in ``run_dir``'s ``config.json``, or a sweep member's
     (ValueError, one line, for a missing directory or one that is not a
     run)."""
-    from ondevice_rl.train.run import artifacts
-    from ondevice_rl.train.run.run_spec import RunSpec
-
     run_dir = Path(run_dir)
     if member is not None or is_sweep_dir(run_dir):
         return load_member(run_dir, member).spec
@@ -63,9 +71,6 @@ def load_spec(run_dir: str | Path, member: int | str | None = None) -> Any:
 def is_sweep_dir(path: str | Path) -> bool:
     """Whether ``path`` is a sweep's directory (it holds ``sweep.json``, or
     the members' parameters a sweep from Python wrote)."""
-    from ondevice_rl.train.sweep.member_files import PARAMS_GLOB
-    from ondevice_rl.train.sweep.store import MEMBERS_DIR, SPEC_FILE
-
     path = Path(path)
     return (path / SPEC_FILE).is_file() or any((path / MEMBERS_DIR).glob(PARAMS_GLOB))
 
@@ -86,14 +91,6 @@ def load_run(
             a run, a damaged ``config.json``, a run without a checkpoint, or
             checkpoints none of which verifies or fits the stored config.
     """
-    from ondevice_rl.files.checkpoint import (
-        CheckpointMismatch,
-        Checkpoints,
-        describe_skipped,
-    )
-    from ondevice_rl.train.kit.registry import algorithm_of, trainer_for
-    from ondevice_rl.train.run import artifacts
-
     run_dir = Path(run_dir)
     if member is not None or is_sweep_dir(run_dir):
         return load_member(run_dir, member)
@@ -134,8 +131,6 @@ def load_run(
 def _member_index(sweep_dir: Path, member: int | str | None) -> int:
     """``member`` as an index: a number, or ``"best"`` (``summary.json``'s
     ``best_member``)."""
-    from ondevice_rl.train.run import artifacts
-
     if member is None:
         raise ValueError(
             f"{sweep_dir} is a sweep: choose a member (its number, or 'best')"
@@ -161,11 +156,6 @@ def load_member(sweep_dir: str | Path, member: int | str | None) -> LoadedRun:
     every array checked against the shapes that spec gives. ``member``: its
     index (``sweep.csv``'s ``member``) or ``"best"``. ValueError (one line)
     otherwise."""
-    from ondevice_rl.train.kit.registry import trainer_for
-    from ondevice_rl.train.run.run_spec import RunSpec
-    from ondevice_rl.train.sweep import member_files
-    from ondevice_rl.train.sweep.store import MEMBERS_DIR
-
     sweep_dir = Path(sweep_dir)
     if not sweep_dir.is_dir():
         raise ValueError(f"{sweep_dir}: no such sweep directory")
@@ -176,7 +166,7 @@ def load_member(sweep_dir: str | Path, member: int | str | None) -> LoadedRun:
         )
     index = _member_index(sweep_dir, member)
     folder = sweep_dir / MEMBERS_DIR
-    info, arrays = member_files.read_member(folder, index)
+    info, arrays = store.read_member(folder, index)
     where = f"{folder} (member {index})"
     spec = RunSpec.from_json(info, where)
     hp = {k: float(v) for k, v in spec.hyperparams._asdict().items()}
@@ -185,7 +175,7 @@ def load_member(sweep_dir: str | Path, member: int | str | None) -> LoadedRun:
     leaves, treedef = jax.tree_util.tree_flatten_with_path(like)
     values = []
     for path, want in leaves:
-        name = member_files.leaf_name(path)
+        name = store.leaf_name(path)
         got = arrays.get(name)
         if got is None or (got.shape, got.dtype) != (want.shape, want.dtype):
             held = "nothing" if got is None else f"{list(got.shape)} {got.dtype}"

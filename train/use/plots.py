@@ -10,6 +10,9 @@ the line. Drawn with matplotlib's Agg ``Figure`` API (no pyplot state), as
 
 from pathlib import Path
 
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+
 from ondevice_rl.train.services.writes import write_whole
 from ondevice_rl.train.use.curves import Series
 from ondevice_rl.train.use.smoothing import Curve, summarize
@@ -42,9 +45,6 @@ def figure(
     """A matplotlib ``Figure``: per curve one line (``Line2D``, the smoothed
     mean) and, where it has one, one band (``fill_between``'s
     ``PolyCollection``) in the line's colour."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
     fig = Figure(figsize=(8, 5), dpi=100)
     FigureCanvasAgg(fig)
     ax = fig.add_subplot()

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import gymnasium as gym
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -121,8 +122,6 @@ def run_in_gymnasium(
     host for ``episodes`` episodes (reset seeds ``seed, seed + 1, ...``);
     returns their returns. Sampled actions (``deterministic=False``) use keys
     from ``jax.random.key(seed)``."""
-    import gymnasium as gym
-
     env = gym.make(env_id)
     discrete = isinstance(env.action_space, gym.spaces.Discrete)
     key = jax.random.key(seed)

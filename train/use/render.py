@@ -21,6 +21,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ondevice_rl.train.services.writes import write_whole
+from ondevice_rl.train.use.loading import load_run, load_spec
 from ondevice_rl.train.use.renderers import check_renderable, renderer_for
 
 
@@ -62,13 +63,13 @@ NO_FFMPEG = (
 
 def ffmpeg_executable() -> str | None:
     """imageio-ffmpeg's bundled ffmpeg, else matplotlib's ffmpeg if on PATH."""
-    try:
+    try:  # lazy: imageio-ffmpeg is an optional extra
         import imageio_ffmpeg
 
         return imageio_ffmpeg.get_ffmpeg_exe()
     except (ImportError, RuntimeError):
         pass
-    from matplotlib import rcParams
+    from matplotlib import rcParams  # lazy: a fallback; matplotlib costs 0.6 s
 
     return shutil.which(rcParams["animation.ffmpeg_path"])
 
@@ -79,7 +80,7 @@ def write_video(frames: list[np.ndarray], path: Path, fps: int) -> Path:
     path = Path(path)
     suffix = path.suffix.lower()
     if suffix == ".gif":
-        from PIL import Image
+        from PIL import Image  # lazy: Pillow is matplotlib's dependency, not declared
 
         # One palette for all frames, from a few spread over the episode, no
         # dithering: far smaller files than a palette (and noise) per frame.
@@ -119,7 +120,7 @@ def write_video(frames: list[np.ndarray], path: Path, fps: int) -> Path:
 
 
 def _resized(frame: np.ndarray, scale: float) -> np.ndarray:
-    from PIL import Image
+    from PIL import Image  # lazy: as in write_video
 
     height, width, _ = frame.shape
     size = (max(1, round(width * scale)), max(1, round(height * scale)))
@@ -139,8 +140,6 @@ def render_run(
     or ``.mp4``), frames resized by ``scale``; returns ``{"path", "frames",
     "return", "length"}``. ValueError (one line) for a run or env that cannot
     be rendered. A sweep directory takes ``member`` (its number or "best")."""
-    from ondevice_rl.train.use.loading import load_run, load_spec
-
     out = Path(out)
     if out.suffix.lower() not in (".gif", ".mp4"):
         raise ValueError(f"--out {out}: write a .gif or an .mp4")

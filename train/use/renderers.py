@@ -24,6 +24,7 @@ import sys
 from types import SimpleNamespace
 from typing import Any
 
+import gymnasium as gym
 import jax
 import numpy as np
 
@@ -91,7 +92,7 @@ def check_renderable(env_name: str) -> None:
     if family == "gymnasium":
         for name, value in _SDL_QUIET.items():  # no window, sound or greeting
             os.environ.setdefault(name, value)
-        try:
+        try:  # lazy: pygame is an optional extra, quieted by the SDL settings above
             import pygame  # noqa: F401
         except ImportError:
             raise ValueError(
@@ -114,6 +115,7 @@ def use_headless_gl(env_name: str) -> str:
     if "mujoco" in sys.modules:
         # MuJoCo picks its GL when first imported (brax and Playground import
         # it with the env); one picked without MUJOCO_GL needs a display.
+        # lazy: mujoco is an optional extra (brax, mjx)
         from mujoco.rendering.classic import gl_context
 
         if chosen == "egl":
@@ -128,8 +130,6 @@ class GymnasiumRenderer:
     """Our classic-control states drawn by gymnasium's renderer."""
 
     def __init__(self, env_name: str):
-        import gymnasium as gym
-
         gym_id, self.adapt = GYMNASIUM_DRAWN[env_name]
         self.sync = SYNC_FUNCTIONS[gym_id]
         self.env = gym.make(gym_id, render_mode="rgb_array")
@@ -151,9 +151,10 @@ class MujocoRenderer:
     """brax and MJX states drawn by ``mujoco.Renderer`` (headless GL)."""
 
     def __init__(self, env_name: str, env: Any):
-        import mujoco
+        import mujoco  # lazy: an optional extra (brax, mjx)
 
         gl = use_headless_gl(env_name)
+        self.mj_forward = mujoco.mj_forward
         inner = env.inner
         self.brax = env_name.startswith("brax/")
         self.model = inner.sys.mj_model if self.brax else inner.mj_model
@@ -170,8 +171,6 @@ class MujocoRenderer:
         self.fps = max(1, round(1.0 / float(inner.dt)))
 
     def draw(self, state: Any, action: Any = None) -> np.ndarray:
-        import mujoco
-
         data = self.data
         if self.brax:
             pipeline = state.brax_state.pipeline_state
@@ -180,7 +179,7 @@ class MujocoRenderer:
             mjx = state.mjx_state.data
             data.qpos, data.qvel = mjx.qpos, mjx.qvel
             data.mocap_pos, data.mocap_quat = mjx.mocap_pos, mjx.mocap_quat
-        mujoco.mj_forward(self.model, data)
+        self.mj_forward(self.model, data)
         self.renderer.update_scene(data, camera=self.camera)
         return np.asarray(self.renderer.render(), np.uint8)
 
@@ -191,7 +190,7 @@ class MujocoRenderer:
 def minatar_palette(channels: int) -> np.ndarray:
     """``[channels + 1, 3]`` uint8: black, then one colour per channel
     (``tab10``'s, repeated past ten)."""
-    from matplotlib import colormaps
+    from matplotlib import colormaps  # lazy: MinAtar's alone; matplotlib: 0.6 s
 
     colours = np.asarray(colormaps["tab10"].colors)[np.arange(channels) % 10]
     return np.concatenate([np.zeros((1, 3)), colours * 255]).round().astype(np.uint8)

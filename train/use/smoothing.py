@@ -35,6 +35,7 @@ def ema(x: np.ndarray, span: int) -> tuple[np.ndarray, np.ndarray]:
     ``alpha = 2 / (span + 1)`` and started at ``x[0]``: ``m_t = m_{t-1} +
     alpha (x_t - m_{t-1})``, ``v_t = (1 - alpha) (v_{t-1} + alpha (x_t -
     m_{t-1})^2)``."""
+    # lazy: `ondevice-rl --help` reads SMOOTHINGS; scipy.signal adds 0.2-2 s
     from scipy.signal import lfilter
 
     alpha = 2.0 / (span + 1.0)

@@ -29,6 +29,7 @@ from ondevice_rl.train.bench.host.learner import (
     Recorder,
     act_seconds,
     host_learner,
+    host_loop,
     host_record,
     replay_seconds,
 )
@@ -131,7 +132,7 @@ def train_envpool_xla(trainer: Any, task: str, seed: int, discrete: bool) -> dic
     obs, _ = env.reset()
     learner = host_learner(trainer)
     action_dtype = np.int32 if discrete else np.float64 if wide else np.float32
-    jitted = make_rollout(trainer.host_loop, step, B, T, action_dtype)
+    jitted = make_rollout(host_loop(trainer), step, B, T, action_dtype)
 
     def rollout(*args):
         with x64():

@@ -1,11 +1,13 @@
 """The fused program's learner, driven from the host.
 
-``host_learner(trainer)`` jits the on-policy learner's own pieces (its
-``HostLoop``): ``act`` samples actions for host observations as the fused
-rollout does, ``learn`` runs what the fused update runs on a rollout
-(normalisation, returns, epochs × minibatches). ``train_on_host`` feeds
-them ``[T, B]`` trajectories from a host backend (``sources.py``); every
-transfer goes through a ``TransferCounter``, so the counts are exact.
+``host_loop(trainer)`` takes an on-policy learner of ``LEARNERS`` apart
+(``HostLoop``): ``act`` samples actions for host observations as the fused
+rollout does, ``prepare`` and ``learn`` run what the fused update runs on a
+rollout (normalisation, returns, the optimiser steps: the on-policy kit's
+``on_policy_learn``), at the config's matmul precision; ``host_learner``
+jits them. ``train_on_host`` feeds them ``[T, B]`` trajectories from a host
+backend (``sources.py``); every transfer goes through a
+``TransferCounter``, so the counts are exact.
 
 The device's busy share is measured after the timed pass, on inputs
 recorded during it (so the timed pass keeps whatever overlap it had): the
@@ -21,14 +23,62 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ondevice_rl.env.masks import split_action_mask
 from ondevice_rl.metrics import final_return
+from ondevice_rl.nn.precision import at_matmul_precision
+from ondevice_rl.normalize import normalize_obs, normalize_rollout
 from ondevice_rl.rollout import Transition
+from ondevice_rl.train import a2c, ppo
 from ondevice_rl.train.bench.transfers import TransferCounter
+from ondevice_rl.train.kit.on_policy import on_policy_learn
+from ondevice_rl.train.kit.registry import algorithm_of
+
+#: The learners ``bench host`` drives: their part of the on-policy update,
+#: ``make_learner(config, setup) -> OnPolicyLearner``.
+LEARNERS = {"ppo": ppo.make_learner, "a2c": a2c.make_learner}
 
 #: Act calls replayed for the busy share (the rest scaled from them).
 REPLAYED_ACTS = 2_000
 #: Learn calls replayed for the busy share.
 REPLAYED_LEARNS = 5
+
+
+class HostLoop(NamedTuple):
+    """An on-policy learner's update in the pieces a host loop drives.
+
+    ``act(params, normalizer, obs [B, *obs_shape], key) -> (action,
+    env_action, extras)`` samples from the policy as the rollout does (the
+    raw observations standardised with the normalizer's statistics);
+    ``prepare(normalizer, traj [T, B], hp) -> (normalizer, traj)`` is what
+    the fused update does to a raw rollout before learning (standardise,
+    update the statistics, scale rewards); ``learn(params, opt_state, traj
+    [T, B], key, hp) -> (params, opt_state, stats)`` is the learner's update
+    on one rollout.
+    """
+
+    act: Callable
+    prepare: Callable
+    learn: Callable
+
+
+def host_loop(trainer: Any) -> HostLoop:
+    """The ``HostLoop`` of ``trainer``'s learner (one of ``LEARNERS``, with
+    no memory), ``act`` and ``learn`` at the config's matmul precision."""
+    config = trainer.config
+    learner = LEARNERS[algorithm_of(config).name](config, trainer.setup)
+    agent = learner.agent
+
+    def act(params, norm, obs, key):
+        out = agent.step(params, (), normalize_obs(norm, obs), None)[1]
+        return learner.act(out, key, None, 0, split_action_mask(obs)[1])
+
+    def prepare(norm, traj, hp):
+        return normalize_rollout(norm, traj, hp.gamma)
+
+    def at(fn):
+        return at_matmul_precision(fn, config.matmul_precision)
+
+    return HostLoop(at(act), prepare, at(on_policy_learn(config, learner)))
 
 
 class HostLearner(NamedTuple):
@@ -42,14 +92,14 @@ class HostLearner(NamedTuple):
 
 #: ``id(trainer) -> (trainer, HostLearner)``: backends of one config share
 #: their compiled programs (``trainer_for`` builds one trainer per config).
-_LEARNERS: dict[int, tuple[Any, HostLearner]] = {}
+_COMPILED: dict[int, tuple[Any, HostLearner]] = {}
 
 
 def host_learner(trainer: Any) -> HostLearner:
     """The learner's ``HostLoop`` pieces as two jitted programs."""
-    if id(trainer) in _LEARNERS:
-        return _LEARNERS[id(trainer)][1]
-    pieces = trainer.host_loop
+    if id(trainer) in _COMPILED:
+        return _COMPILED[id(trainer)][1]
+    pieces = host_loop(trainer)
 
     @jax.jit
     def act(params, norm, obs, key):
@@ -64,8 +114,8 @@ def host_learner(trainer: Any) -> HostLearner:
         params, opt_state, _ = pieces.learn(params, opt_state, traj, learn_key, hp)
         return params, opt_state, norm, key
 
-    _LEARNERS[id(trainer)] = (trainer, HostLearner(act, learn))
-    return _LEARNERS[id(trainer)][1]
+    _COMPILED[id(trainer)] = (trainer, HostLearner(act, learn))
+    return _COMPILED[id(trainer)][1]
 
 
 class Collected(NamedTuple):

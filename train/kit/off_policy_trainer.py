@@ -1,10 +1,11 @@
-"""The off-policy update for continuous actions, written once: act → store
-→ learn from replay → report, scanned over updates.
+"""The off-policy actor-critics (SAC, TD3) on the replay update
+(``train/kit/replay_loop.py``): what they share of acting, learning and
+reporting.
 
-A learner (SAC, TD3) supplies an ``OffPolicyLearner``: its actor, how it
-explores, how its trained policy acts, its own state (SAC's temperature,
-TD3's target actor), its optimiser states and its gradient step.
-``off_policy_trainer`` builds the whole ``Trainer`` around them:
+A learner supplies an ``OffPolicyLearner``: its actor, how it explores, how
+its trained policy acts, its own state (SAC's temperature, TD3's target
+actor), its optimiser states and its gradient step. ``off_policy_trainer``
+builds the ``ReplayLearner`` and the ``Trainer`` around them:
 
 * the train state's ``params`` are the actor's (what acting needs); the
   twin critics, their target, the learner's own state, the replay buffer
@@ -12,11 +13,10 @@ TD3's target actor), its optimiser states and its gradient step.
   ``extra`` (``OffPolicyExtra``);
 * actions live in the unit box ``[-1, 1]^A``, stored as such, and are mapped
   onto the env's Box (``ondevice_rl.nn.continuous_control.BoxScale``) to act;
-* each update: ``k`` vector steps (uniform actions before
-  ``learning_starts``), stored; then, once learning has started, ``g``
-  gradient steps on sampled ``[n_step, batch_size]`` sequences whose
-  observations are standardised with the current statistics
-  (``normalize_obs``); all under ``cond_or_select`` (``train/kit/branches.py``);
+  until ``learning_starts`` env steps have been taken they are uniform;
+* each of an update's ``g`` gradient steps learns on sampled ``[n_step,
+  batch_size]`` sequences whose observations are standardised with the
+  current statistics (``normalize_obs``);
 * ``episode_return`` is the mean return of the last ``FINAL_WINDOW``
   finished episodes (an update of one env step seldom ends one), so the
   final return reads the last finished episodes.
@@ -28,25 +28,17 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 import optax
-from jax.flatten_util import ravel_pytree
 
+from ondevice_rl.cpu.flat_params import ravel_params
 from ondevice_rl.nn.continuous_control import BoxScale, TwinCritic
-from ondevice_rl.normalize import RunningStats, normalize_obs
-from ondevice_rl.normalize import update as update_stats
+from ondevice_rl.normalize import normalize_obs
 from ondevice_rl.replay import ReplayBuffer
-from ondevice_rl.rollout import rollout
-from ondevice_rl.train.kit.branches import cond_or_select
 from ondevice_rl.train.kit.env_setup import EnvSetup, make_env, zero_observation
 from ondevice_rl.train.kit.off_policy import Model, Nets, OffPolicyConfig, RecentReturns
-from ondevice_rl.train.kit.protocol import Trainer, feed_forward_trainer
-from ondevice_rl.train.kit.replay import empty_buffer
+from ondevice_rl.train.kit.protocol import Trainer
+from ondevice_rl.train.kit.replay_loop import ReplayLearner, replay_trainer
 from ondevice_rl.train.kit.schedules import learning_rate_fn
-from ondevice_rl.train.kit.state import (
-    PolicyParams,
-    TrainState,
-    advanced,
-    initial_state,
-)
+from ondevice_rl.train.kit.state import PolicyParams, TrainState, initial_state
 
 
 class OffPolicyLearner(NamedTuple):
@@ -120,14 +112,12 @@ def off_policy_trainer(
     obs_ndim = setup.obs_encoding  # a rank, or the encoders' ObsLayout
     learner = make_learner(setup.action_dim, obs_ndim)
     critic_net = TwinCritic(config.hidden, config.activation, obs_ndim)
-    num_envs, action_dim = config.num_envs, setup.action_dim
-    vector_steps, gradient_steps = config.vector_steps, config.gradient_steps
-    steps_per_update, n_step = config.steps_per_update, config.n_step
     obs_zeros = zero_observation(setup)
+    schedule = learning_rate_fn(config.lr_schedule, 1.0, config.num_updates, 1)
 
     def init(key, hp, env_params=None) -> TrainState:
         critic_key, key = jax.random.split(key)
-        critic = critic_net.init(critic_key, obs_zeros, jnp.zeros(action_dim))
+        critic = critic_net.init(critic_key, obs_zeros, jnp.zeros(setup.action_dim))
         state = initial_state(
             key,
             env_params,
@@ -139,53 +129,14 @@ def off_policy_trainer(
         own = learner.init_own(state.params, hp)
         opt_state = learner.init_opt(
             optimizer(hp, hp.learning_rate),
-            *(ravel_pytree(x)[0] for x in (state.params, critic, own)),
+            *(ravel_params(x)[0] for x in (state.params, critic, own)),
         )
-        buffer = empty_buffer(setup, num_envs, config.buffer_capacity)
         extra = OffPolicyExtra(
-            critic, critic, own, buffer, jnp.int32(0), RecentReturns.create()
+            critic, critic, own, (), jnp.int32(0), RecentReturns.create()
         )
         return state._replace(opt_state=opt_state, extra=extra)
 
-    def learn(state: TrainState, buffer, normalizer, key, hp, learning_rate):
-        """``gradient_steps`` steps; returns the new ``(params, critic,
-        target_critic, own, opt_state, gradient steps taken)`` and the stats
-        averaged over the steps."""
-        extra = state.extra
-        parts = (state.params, extra.critic, extra.target_critic, extra.own)
-        flats, unravels = zip(*(ravel_pytree(x) for x in parts), strict=True)
-        actor_tree, critic_tree = unravels[0], unravels[1]
-        nets = Nets(
-            lambda flat, obs: learner.actor.apply(actor_tree(flat), obs),
-            lambda flat, obs, action: critic_net.apply(critic_tree(flat), obs, action),
-        )
-        tx = optimizer(hp, learning_rate)
-        model = Model(*flats, state.opt_state, extra.gradient_steps)
-
-        def step(model, step_key):
-            sample_key, learn_key = jax.random.split(step_key)
-            seq = buffer.sample(sample_key, config.batch_size, n_step)
-            seq = seq._replace(
-                obs=normalize_obs(normalizer, seq.obs),
-                final_obs=normalize_obs(normalizer, seq.final_obs),
-            )
-            model, stats = learner.learn_step(nets, tx, model, seq, learn_key, hp)
-            return model._replace(step=model.step + 1), stats
-
-        keys = jax.random.split(key, gradient_steps)
-        model, stats = jax.lax.scan(step, model, keys)
-        trees = tuple(
-            unravel(flat) for unravel, flat in zip(unravels, model[:4], strict=True)
-        )
-        learned = (*trees, model.opt_state, model.step)
-        return learned, jax.tree.map(jnp.mean, stats)
-
-    no_stats = learner.stats(*(jnp.float32(0.0) for _ in learner.stats._fields))
-    schedule = learning_rate_fn(config.lr_schedule, 1.0, config.num_updates, 1)
-
-    def update(state: TrainState, hp, env_params=None):
-        env_params = setup.default_params if env_params is None else env_params
-        env_steps = state.update_step * steps_per_update
+    def collect(state: TrainState, hp, env_steps):
         warmup = env_steps < config.learning_starts
 
         def act(params, obs, key):
@@ -198,52 +149,52 @@ def off_policy_trainer(
             unit = jnp.where(warmup, uniform, chosen)
             return unit, setup.to_env_action(box.to_box(unit)), ()
 
-        rollout_state, traj, episodes = rollout(
-            setup.env,
-            env_params,
-            act,
-            (state.params, state.normalizer),
-            state.rollout,
-            vector_steps,
+        return act, (state.params, state.normalizer)
+
+    def learn(state: TrainState, buffer, key, hp):
+        """``config.gradient_steps`` steps on the actor, the critics, their
+        target and the learner's own state."""
+        extra, normalizer = state.extra, state.normalizer
+        parts = (state.params, extra.critic, extra.target_critic, extra.own)
+        flats, unravels = zip(*(ravel_params(x) for x in parts), strict=True)
+        actor_tree, critic_tree = unravels[0], unravels[1]
+        nets = Nets(
+            lambda flat, obs: learner.actor.apply(actor_tree(flat), obs),
+            lambda flat, obs, action: critic_net.apply(critic_tree(flat), obs, action),
         )
-        buffer = state.extra.buffer.add(traj)
-        normalizer = state.normalizer
-        if isinstance(normalizer.obs, RunningStats):
-            normalizer = normalizer._replace(obs=update_stats(normalizer.obs, traj.obs))
-        key, learn_key = jax.random.split(rollout_state.key)
-        ready = (env_steps + steps_per_update >= config.learning_starts) & (
-            buffer.can_sample(n_step)
+        tx = optimizer(hp, hp.learning_rate * schedule(state.update_step))
+        model = Model(*flats, state.opt_state, extra.gradient_steps)
+
+        def step(model, step_key):
+            sample_key, learn_key = jax.random.split(step_key)
+            seq = buffer.sample(sample_key, config.batch_size, config.n_step)
+            seq = seq._replace(
+                obs=normalize_obs(normalizer, seq.obs),
+                final_obs=normalize_obs(normalizer, seq.final_obs),
+            )
+            model, stats = learner.learn_step(nets, tx, model, seq, learn_key, hp)
+            return model._replace(step=model.step + 1), stats
+
+        keys = jax.random.split(key, config.gradient_steps)
+        model, stats = jax.lax.scan(step, model, keys)
+        actor, critic, target, own = (
+            unravel(flat) for unravel, flat in zip(unravels, model[:4], strict=True)
         )
-        learning_rate = hp.learning_rate * schedule(state.update_step)
-        extra = state.extra
-        unchanged = (
-            state.params,
-            extra.critic,
-            extra.target_critic,
-            extra.own,
-            state.opt_state,
-            extra.gradient_steps,
+        extra = extra._replace(
+            critic=critic, target_critic=target, own=own, gradient_steps=model.step
         )
-        (params, critic, target, own, opt_state, steps), stats = cond_or_select(
-            ready,
-            lambda: learn(state, buffer, normalizer, learn_key, hp, learning_rate),
-            lambda: (unchanged, no_stats),
-        )
-        recent = extra.recent.add(episodes)
-        new_state, metrics = advanced(
-            state,
-            rollout_state,
-            key,
-            episodes,
-            params=params,
-            opt_state=opt_state,
-            normalizer=normalizer,
-            extra=OffPolicyExtra(critic, target, own, buffer, steps, recent),
-        )
-        metrics["episode_return"] = jnp.where(
-            recent.count > 0, recent.mean(), metrics["episode_return"]
-        )
-        return new_state, {**metrics, **stats._asdict()}
+        return (actor, model.opt_state, extra), jax.tree.map(jnp.mean, stats)
+
+    def settle(params, extra, hp, env_steps, episodes):
+        return extra._replace(recent=extra.recent.add(episodes))
+
+    def report(extra, metrics, hp, env_steps):
+        recent = extra.recent
+        return {
+            "episode_return": jnp.where(
+                recent.count > 0, recent.mean(), metrics["episode_return"]
+            )
+        }
 
     def policy(params, carry, obs, key, deterministic, mask=None):
         actor = params
@@ -254,4 +205,7 @@ def off_policy_trainer(
         unit = learner.act(actor, obs, key, deterministic)
         return setup.to_env_action(box.to_box(unit)), carry
 
-    return feed_forward_trainer(config, setup, learner.actor, init, update, policy)
+    replay_learner = ReplayLearner(
+        learner.actor, init, collect, learn, learner.stats, policy, settle, report
+    )
+    return replay_trainer(config, setup, replay_learner)

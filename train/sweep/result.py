@@ -1,4 +1,5 @@
-"""What a sweep returns: per-member table, ranking of settings, learning curves.
+"""What a sweep returns: every member's curves and final parameters, the
+ranking of settings and, for a population trained in rounds, its lineage.
 
 Scores of one member, from its ``episode_return`` curve ``r[0..U-1]`` (mean
 return of the episodes finished during each update's rollout):
@@ -16,22 +17,22 @@ that differ only by seed) are ranked by the mean of ``last10pct_return``
 over their seeds.
 """
 
-import csv
 import math
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, NamedTuple
 
 import numpy as np
 
 from ondevice_rl.metrics import final_return
-from ondevice_rl.train.services.writes import write_whole
-from ondevice_rl.train.sweep.space import Member, SweepPlan
+from ondevice_rl.train.sweep.lineage import Lineage
+from ondevice_rl.train.sweep.plan import Member, SweepPlan
+from ondevice_rl.train.sweep.space import shortest
 
 #: A member's scores (``scores``), in ``sweep.csv``'s column order.
 SCORE_COLUMNS = ("final_return", "last10pct_return", "auc")
-#: ``sweep.csv`` columns that are not a member's setting values (a search
-#: adds its group, trial, rung, score and whether it is handed back).
+#: ``sweep.csv`` columns that are not a member's setting values (a
+#: population in rounds adds its group, trial, rung, score and whether it
+#: is handed back).
 RESULT_COLUMNS = ("member", "setting", "seed", "num_updates", *SCORE_COLUMNS)
 RESULT_COLUMNS += ("nonfinite", "group", "trial", "rung", "score", "handed_back")
 
@@ -90,13 +91,15 @@ class SweepResult:
 
     Attributes:
         plan: the members and what was swept.
-        metrics: per member, ``{name: [num_updates] array}`` or None.
+        metrics: per member, ``{name: [updates trained] array}`` or None.
         params: per member, its final ``PolicyParams`` (host arrays: what
             acting needs) or None; ``load_policy(out, member=i)`` reads the
             ones a sweep directory keeps.
         params_finite: per member, whether its final parameters were all
-            finite (checked in the program), or None.
+            finite, or None.
         groups: one entry per static config.
+        lineage: the rounds of a population trained in rounds (a strategy
+            acting between them, or checkpoints), else None.
         programs_compiled: programs compiled by this run (0 when all were
             cached from an earlier run in the process).
         interrupted: the run was stopped (Ctrl-C, SIGTERM) before every member
@@ -115,6 +118,7 @@ class SweepResult:
     seconds: float = 0.0
     params: list[Any] = field(default_factory=list)
     params_finite: list[bool | None] = field(default_factory=list)
+    lineage: Lineage | None = None
 
     def __post_init__(self):
         size = len(self.plan.members)
@@ -122,11 +126,23 @@ class SweepResult:
         self.params_finite = self.params_finite or [None] * size
 
     @property
+    def config(self) -> Any:
+        """The first member's config (a population in rounds: every
+        member's static config, the base with its fixed changes)."""
+        return self.plan.members[0].config
+
+    @property
+    def searched(self) -> tuple[str, ...]:
+        """The swept fields that are hyperparameters."""
+        fields = self.config.HYPERPARAMS._fields
+        return tuple(k for k in self.plan.swept if k in fields)
+
+    @property
     def finished(self) -> list[Member]:
         return [m for m in self.plan.members if self.metrics[m.index] is not None]
 
     def returns(self, member: Member) -> np.ndarray:
-        """``[num_updates]`` episode-return curve of a finished member."""
+        """``[updates]`` episode-return curve of a finished member."""
         return self.metrics[member.index]["episode_return"]
 
     @property
@@ -141,19 +157,35 @@ class SweepResult:
         return found
 
     def rows(self) -> list[dict[str, Any]]:
-        """One row per finished member: ids, swept values, hyperparameters,
-        env param overrides, seed, scores and ``nonfinite`` (where it went
+        """One row per finished member: ids, hyperparameters (a population
+        in rounds: its group, trial, rung and final ones), env param
+        overrides and swept values, scores (in rounds: its search ``score``
+        and whether it is handed back) and ``nonfinite`` (where it went
         non-finite, empty if it did not)."""
-        rows, nonfinite = [], self.nonfinite
+        rows, nonfinite, lineage = [], self.nonfinite, self.lineage
+        picks = set(lineage.handed_back().values()) if lineage else set()
+        final = lineage.final_scores() if lineage else None
+        last = lineage.records[-1] if lineage and lineage.records else None
         for m in self.finished:
-            row = {"member": m.index, "setting": m.setting, "seed": m.seed}
-            fields = m.config.HYPERPARAMS._fields
-            row.update({name: getattr(m.config, name) for name in fields})
-            row.update({f"env.{k}": v for k, v in m.env_params})
-            row.update(self.plan.setting_values(m))
+            i = m.index
+            row = {"member": i, "setting": m.setting, "seed": m.seed}
+            if lineage is None:
+                fields = m.config.HYPERPARAMS._fields
+                row.update({name: getattr(m.config, name) for name in fields})
+                row.update({f"env.{k}": v for k, v in m.env_params})
+                row.update(self.plan.setting_values(m))
+            else:
+                row["group"] = int(lineage.group[i])
+                if last is not None:
+                    row["trial"] = int(last["trial"][i])
+                    row["rung"] = int(last["rung"][i])
+                row.update({k: shortest(v[i]) for k, v in lineage.hp.items()})
             row["num_updates"] = len(self.returns(m))
             row.update(scores(self.returns(m)))
-            row["nonfinite"] = nonfinite.get(m.index, "")
+            if lineage is not None:
+                row["score"] = float(final[i])
+                row["handed_back"] = i in picks
+            row["nonfinite"] = nonfinite.get(i, "")
             rows.append(row)
         return rows
 
@@ -197,7 +229,10 @@ class SweepResult:
 
     @property
     def best_member(self) -> int | None:
-        """The finite finished member with the highest ``last10pct_return``."""
+        """In rounds: the handed-back member with the best score; else the
+        finite finished member with the highest ``last10pct_return``."""
+        if self.lineage is not None:
+            return self.lineage.best_member
         nonfinite = self.nonfinite
         candidates = [m for m in self.finished if m.index not in nonfinite]
         if not candidates:
@@ -217,66 +252,10 @@ class SweepResult:
             for s, (bs, r) in out.items()
         }
 
-    # --- files --------------------------------------------------------------
 
-    def write_csv(self, path: str | Path) -> Path:
-        """``sweep.csv``: one row per finished member (see ``rows``)."""
-        path = Path(path)
-        rows = self.rows()
-        columns = list(rows[0]) if rows else ["member", "setting", "seed"]
-        with path.open("w", newline="") as f:
-            writer = csv.DictWriter(f, fieldnames=columns)
-            writer.writeheader()
-            for row in rows:
-                writer.writerow({k: _fmt(v) for k, v in row.items()})
-        return path
-
-    def write_curves(self, path: str | Path) -> Path:
-        """``curves.npz``: ``member_<i>_<metric>`` arrays ``[U]`` for every
-        finished member, and ``member_<i>_env_steps``."""
-        arrays = {}
-        for m in self.finished:
-            for name, values in self.metrics[m.index].items():
-                arrays[f"member_{m.index}_{name}"] = values
-            per_update = m.config.steps_per_update
-            steps = np.arange(1, len(self.returns(m)) + 1) * per_update
-            arrays[f"member_{m.index}_env_steps"] = steps
-        np.savez_compressed(path, **arrays)
-        return Path(path)
-
-    def plot_curves(self, path: str | Path, top: int = 10) -> Path:
-        """``curves.png``: mean ± std over seeds of the ``top`` best settings."""
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-
-        curves = self.curves()
-        fig, ax = plt.subplots(figsize=(8, 5), dpi=100)
-        for summary in self.ranking()[:top]:
-            steps, returns = curves[summary.setting]
-            mean, std = returns.mean(0), returns.std(0)
-            label = format_values(summary.values) or "base config"
-            (line,) = ax.plot(steps, mean, lw=1.5, label=label)
-            ax.fill_between(
-                steps, mean - std, mean + std, alpha=0.2, color=line.get_color()
-            )
-        ax.set_xlabel("environment steps")
-        ax.set_ylabel("episode return (mean ± std over seeds)")
-        title = f"{self.plan.base.env}: {len(self.finished)} members"
-        if len(curves) > top:
-            title += f", best {top} of {len(curves)} settings"
-        ax.set_title(title)
-        ax.grid(alpha=0.3)
-        if curves:
-            ax.legend(fontsize=7, loc="best")
-        fig.tight_layout()
-        write_whole(path, fig.savefig)
-        plt.close(fig)
-        return Path(path)
-
-
-def _fmt(value: Any) -> Any:
+def formatted(value: Any) -> Any:
+    """A value as the tables write it: floats with 6 significant digits,
+    ``hidden`` as ``64x64``."""
     if isinstance(value, float):
         return f"{value:.6g}"
     if isinstance(value, tuple):
@@ -286,4 +265,4 @@ def _fmt(value: Any) -> Any:
 
 def format_values(values: dict) -> str:
     """``"learning_rate=0.0003 env.length=0.5"``."""
-    return " ".join(f"{k}={_fmt(v)}" for k, v in values.items())
+    return " ".join(f"{k}={formatted(v)}" for k, v in values.items())

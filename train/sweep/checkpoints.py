@@ -14,7 +14,6 @@ the newest one that verifies is read back, every leaf checked against the
 shapes the program expects (one line naming what differs).
 """
 
-import contextlib
 import shutil
 from pathlib import Path
 from typing import Any
@@ -24,7 +23,7 @@ import numpy as np
 
 from ondevice_rl.files import checksums
 from ondevice_rl.train.run.artifacts import RunDirError
-from ondevice_rl.train.sweep.member_files import leaf_name, read_npz
+from ondevice_rl.train.sweep.store import leaf_name, named_arrays, read_npz
 
 SEARCH_DIR = "search"
 POPULATION_FILE = "population.npz"
@@ -34,6 +33,18 @@ KEEP = 2
 
 def is_key(x: Any) -> bool:
     return jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key)
+
+
+def keys_as_data(tree: Any) -> Any:
+    """``tree`` with its PRNG keys as their key data (what files hold)."""
+    return jax.tree.map(lambda x: jax.random.key_data(x) if is_key(x) else x, tree)
+
+
+def keys_wrapped(tree: Any, like: Any) -> Any:
+    """``tree`` with the leaves that are keys in ``like`` wrapped back."""
+    return jax.tree.map(
+        lambda x, a: jax.random.wrap_key_data(x) if is_key(a) else x, tree, like
+    )
 
 
 def _round_dirs(out: Path) -> list[tuple[int, Path]]:
@@ -48,12 +59,10 @@ def _round_dirs(out: Path) -> list[tuple[int, Path]]:
     return sorted(found)
 
 
-def save_round(
-    out: Path, done: int, population: dict[str, np.ndarray], lineage: dict
-) -> Path:
-    """Writes round ``done``'s checkpoint (host arrays: ``population`` leaf
-    name -> array, ``lineage`` name -> ``[done, P]``); keeps the newest
-    ``KEEP``."""
+def save_round(out: Path, done: int, population: Any, lineage: dict) -> Path:
+    """Writes round ``done``'s checkpoint (host arrays: ``population`` a
+    tree with keys as key data, ``lineage`` name -> ``[done, P]``); keeps
+    the newest ``KEEP``."""
     folder = out / SEARCH_DIR
     folder.mkdir(parents=True, exist_ok=True)
     final = folder / f"round-{done}"
@@ -61,7 +70,7 @@ def save_round(
     shutil.rmtree(tmp, ignore_errors=True)
     try:
         tmp.mkdir()
-        np.savez(tmp / POPULATION_FILE, **population)
+        np.savez(tmp / POPULATION_FILE, **named_arrays(population))
         np.savez(tmp / LINEAGE_FILE, **lineage)
         checksums.record(tmp)
         shutil.rmtree(final, ignore_errors=True)
@@ -94,12 +103,6 @@ def _read(path: Path) -> dict[str, np.ndarray]:
         raise RunDirError(f"{path}: unreadable ({e})") from None
 
 
-def population_arrays(population: Any) -> dict[str, np.ndarray]:
-    """A host population (keys as key data) as ``{leaf name: array}``."""
-    leaves = jax.tree_util.tree_flatten_with_path(population)[0]
-    return {leaf_name(path): np.asarray(x) for path, x in leaves}
-
-
 def load_round(path: Path, like: Any) -> tuple[Any, dict[str, np.ndarray]]:
     """``(population, lineage)`` of a verified round folder: the population
     as ``like``'s tree of host arrays (keys as key data), every leaf checked
@@ -128,9 +131,3 @@ def load_round(path: Path, like: Any) -> tuple[Any, dict[str, np.ndarray]]:
             )
         values.append(got)
     return jax.tree_util.tree_unflatten(treedef, values), lineage
-
-
-def clear(out: Path) -> None:
-    """Removes every checkpoint (a new search in ``out``)."""
-    with contextlib.suppress(FileNotFoundError):
-        shutil.rmtree(out / SEARCH_DIR)

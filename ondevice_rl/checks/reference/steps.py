@@ -1,23 +1,20 @@
-"""Conformance checks of JAX ports against reference (gymnasium) environments.
+"""Step 3 of the reference comparison: the port and its reference step by
+step (``check_conformance``).
 
-``check_conformance`` steps a port and its reference side by side on the same
-random actions. Before every step the reference is set to the port's exact
-state, so float32-vs-float64 rounding cannot accumulate into chaos and any
-difference is the error of one step::
+Both take the same random actions. Before every step the reference is set to
+the port's exact state (``sync_state``), so float32-vs-float64 rounding
+cannot accumulate into chaos and any difference is the error of one step::
 
     import gymnasium
     from ondevice_rl import make
+    from ondevice_rl.checks.reference import check_conformance
     from ondevice_rl.envs.gymnasium_sync import SYNC_FUNCTIONS
-    from ondevice_rl.checks.conformance import check_conformance
 
     env, params = make("CartPole-v1")
     report = check_conformance(
         env, gymnasium.make("CartPole-v1"), sync_state=SYNC_FUNCTIONS["CartPole-v1"]
     )
     assert report.ok, report
-
-This module imports no environment at import time (``ondevice_rl.envs``
-builds on the core, not the other way round).
 """
 
 from collections.abc import Callable
@@ -25,8 +22,10 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
+from ondevice_rl.checks.reference.spaces import reference_action
 from ondevice_rl.env.types import Environment
 
 #: ``sync_state(reference_env, jax_state)``: sets the reference to the port's
@@ -89,14 +88,10 @@ class ConformanceReport:
             lines.append(f"  ... and {len(self.mismatches) - 10} more")
         return "\n".join(lines)
 
-
-def _to_reference_action(action: np.ndarray, space: Any) -> Any:
-    """The port's action in the reference's format (int for Discrete)."""
-    if hasattr(space, "n"):
-        return int(action)
-    shape = getattr(space, "shape", None) or np.shape(action)
-    dtype = getattr(space, "dtype", None) or np.float32
-    return np.asarray(action, dtype).reshape(shape)
+    def one_line(self) -> str:
+        """The head line, and the first two mismatches if any."""
+        lines = str(self).splitlines()
+        return lines[0] if self.ok else "; ".join(x.strip() for x in lines[:3])
 
 
 def _close(expected: Any, got: Any, atol: float, rtol: float) -> bool:
@@ -136,7 +131,8 @@ def check_conformance(
         atol, rtol: tolerances for ``obs`` and ``reward``; ``terminated`` and
             ``truncated`` must be equal.
         action_sampler: traceable ``key -> action``; by default the port's
-            action space's ``sample``. Drawn for all steps at once.
+            action space's ``sample``. Drawn for all steps at once
+            (``[num_steps, *action_shape]``).
         start_state_fn: traceable ``(key, state, params) -> state`` applied to
             each fresh episode's state, e.g. to start some episodes near the
             time limit (``start_near_time_limit``) or the goal.
@@ -200,7 +196,7 @@ def check_conformance(
     for i in range(num_steps):
         sync_state(reference_env, state)
         ts = jax.device_get(step(step_keys[i], state, actions[i], params))
-        ref = reference_env.step(_to_reference_action(actions[i], ref_space))
+        ref = reference_env.step(reference_action(actions[i], ref_space))
         terminated, truncated = bool(ts.terminated), bool(ts.truncated)
         compare(i, "obs", ref[0], ts.obs, exact=False)
         compare(i, "reward", ref[1], ts.reward, exact=False)
@@ -232,37 +228,7 @@ def start_near_time_limit(
 
     def start(key, state, params):
         near = jax.random.uniform(key) < probability
-        time = jax.numpy.where(near, params.max_steps - steps_left, state.time)
+        time = jnp.where(near, params.max_steps - steps_left, state.time)
         return state._replace(time=time.astype(state.time.dtype))
 
     return start
-
-
-def check_against_gymnasium(env_id: str, **kwargs: Any) -> ConformanceReport:
-    """``check_conformance`` of the registered port ``env_id`` against
-    ``gymnasium.make(env_id)`` with ``SYNC_FUNCTIONS[env_id]``; ``kwargs`` go
-    to ``check_conformance``."""
-    import gymnasium
-
-    # lazy: envs builds on this core
-    from ondevice_rl.envs import make
-    from ondevice_rl.envs.gymnasium_sync import SYNC_FUNCTIONS
-
-    env, params = make(env_id)
-    kwargs.setdefault("params", params)
-    reference = gymnasium.make(env_id)
-    try:
-        return check_conformance(
-            env, reference, sync_state=SYNC_FUNCTIONS[env_id], **kwargs
-        )
-    finally:
-        reference.close()
-
-
-__all__ = [
-    "ConformanceReport",
-    "Mismatch",
-    "check_against_gymnasium",
-    "check_conformance",
-    "start_near_time_limit",
-]

@@ -1,7 +1,7 @@
-"""What a search returns: its lineage round by round, and each group's
-handed-back member.
+"""A population's rounds: what each round did to every member, and each
+group's handed-back member.
 
-The lineage holds one ``RoundRecord`` per round (``strategies.py``) as host
+The lineage holds one ``RoundRecord`` per round (``population.py``) as host
 arrays ``[rounds, P]``: each member's score (mean return of its last N
 finished episodes) and finiteness after the round, the member it copied from
 (PBT) and what happened to it (``kept``, ``exploited``, ``refilled``), its
@@ -16,21 +16,19 @@ from typing import Any
 
 import numpy as np
 
-from ondevice_rl.train.sweep.results import first_nonfinite, scores
-from ondevice_rl.train.sweep.rounds import EVENTS
-from ondevice_rl.train.sweep.space import SweepPlan
+from ondevice_rl.train.sweep.population import EVENTS
 
 #: ``lineage.npz`` and ``lineage.csv`` fields besides ``hp/<name>``.
 RECORD_FIELDS = ("score", "finite", "parent", "event", "trial", "rung")
+TIMINGS = ("round_seconds", "step_seconds")
 
 
 @dataclasses.dataclass
-class SearchResult:
-    """Outcome of ``run_search`` (members are the plan's; padding dropped).
+class Lineage:
+    """The rounds of a population of ``members`` (padding dropped).
 
     Attributes:
-        plan: the initial members (settings x seeds) and what was searched.
-        strategy: the strategy object (``PBT``, ``Halving``, ...).
+        strategy: what acts between rounds (``PBT``, ``Halving``), or None.
         lengths: updates per round.
         group: ``[P]`` each member's group (search seed position).
         score_episodes: N of the score.
@@ -38,43 +36,31 @@ class SearchResult:
         round_seconds, step_seconds: per round, the wall time of the round's
             training and of the strategy's step (each up to its results on
             the host).
-        curves: ``name -> [P, U]`` per-update metrics of each member's slot.
-        params: per member, its final ``PolicyParams`` (host arrays).
-        hp: ``name -> [P]`` final hyperparameters.
-        interrupted: as for sweeps, and so are ``stop_signal``,
-            ``resumed_from``, ``programs_compiled`` and ``seconds``.
+        hp: ``name -> [P]`` the final hyperparameters.
+        resumed_from: the round a resumed population started after.
         notes: lines about skipped checkpoints.
     """
 
-    plan: SweepPlan
     strategy: Any
     lengths: list[int]
     group: np.ndarray
     score_episodes: int
+    steps_per_update: int
     records: list[dict] = dataclasses.field(default_factory=list)
     round_seconds: list[float] = dataclasses.field(default_factory=list)
     step_seconds: list[float] = dataclasses.field(default_factory=list)
-    curves: dict | None = None
-    params: list | None = None
     hp: dict | None = None
-    interrupted: bool = False
-    stop_signal: int | None = None
     resumed_from: int = 0
-    programs_compiled: int = 0
-    seconds: float = 0.0
     notes: list[str] = dataclasses.field(default_factory=list)
-    #: The population on the device while the search runs (None after).
-    population: Any = None
+
+    @property
+    def name(self) -> str:
+        """The strategy's name; ``random`` (random search) without one."""
+        return "random" if self.strategy is None else self.strategy.name
 
     @property
     def members(self) -> int:
-        return len(self.plan.members)
-
-    @property
-    def config(self) -> Any:
-        """The members' static config (the plan's base with its fixed
-        changes), hyperparameters as the first member's."""
-        return self.plan.members[0].config
+        return len(self.group)
 
     @property
     def done(self) -> int:
@@ -82,12 +68,8 @@ class SearchResult:
         return len(self.records)
 
     @property
-    def hp_fields(self) -> tuple[str, ...]:
-        return self.config.HYPERPARAMS._fields
-
-    @property
-    def searched(self) -> tuple[str, ...]:
-        return tuple(k for k in self.plan.swept if k in self.hp_fields)
+    def updates_done(self) -> int:
+        return sum(self.lengths[: self.done])
 
     def add_round(self, record: Any, round_s: float, step_s: float) -> None:
         """Keeps a round's host ``RoundRecord`` and timings."""
@@ -97,7 +79,7 @@ class SearchResult:
         self.round_seconds.append(round_s)
         self.step_seconds.append(step_s)
 
-    def lineage_arrays(self) -> dict[str, np.ndarray]:
+    def arrays(self) -> dict[str, np.ndarray]:
         """The records as ``name -> [rounds, P_padded]`` and the timings."""
         if not self.records:
             return {}
@@ -106,35 +88,32 @@ class SearchResult:
         out["step_seconds"] = np.asarray(self.step_seconds)
         return out
 
-    def restore_lineage(self, arrays: dict[str, np.ndarray], done: int) -> None:
-        """The records of the first ``done`` rounds, as ``lineage_arrays``
-        wrote them."""
-        names = [k for k in arrays if k not in ("round_seconds", "step_seconds")]
+    def restore(self, arrays: dict[str, np.ndarray], done: int) -> None:
+        """The records of the first ``done`` rounds, as ``arrays`` wrote them."""
+        names = [k for k in arrays if k not in TIMINGS]
         self.records = [{k: arrays[k][r] for k in names} for r in range(done)]
         self.round_seconds = list(arrays.get("round_seconds", [0.0] * done))[:done]
         self.step_seconds = list(arrays.get("step_seconds", [0.0] * done))[:done]
+        self.resumed_from = done
 
-    def finish(self, curves: dict, params: Any, hp: Any) -> None:
-        """The final population's host arrays (padding dropped)."""
-        p = self.members
-        self.curves = {k: np.asarray(v)[:p] for k, v in curves.items()}
-        self.params = [_row(params, i) for i in range(p)]
-        self.hp = {k: np.asarray(v)[:p] for k, v in hp._asdict().items()}
-
-    def lineage(self, name: str) -> np.ndarray:
+    def __getitem__(self, name: str) -> np.ndarray:
         """``[rounds, P]`` of one record field (``score``, ``hp/gamma``, ...)."""
         return np.stack([r[name][: self.members] for r in self.records])
+
+    def events(self) -> np.ndarray:
+        """``[rounds, P]`` event names (``kept``, ``exploited``, ``refilled``)."""
+        if not self.records:
+            return np.zeros((0, self.members), object)
+        return np.asarray(EVENTS, object)[self["event"]]
 
     @property
     def env_steps(self) -> int:
         """Env steps of the rounds done, over every member (refills in)."""
-        per = self.config.steps_per_update
-        return int(sum(self.lengths[: self.done]) * per * self.members)
+        return int(self.updates_done * self.steps_per_update * self.members)
 
     def round_env_steps(self) -> np.ndarray:
         """``[rounds]`` a member's env steps at the end of each round done."""
-        per = self.config.steps_per_update
-        return np.cumsum(self.lengths[: self.done]) * per
+        return np.cumsum(self.lengths[: self.done]) * self.steps_per_update
 
     def final_scores(self) -> np.ndarray:
         """``[P]`` each member's score after the last round done (NaN where
@@ -150,7 +129,7 @@ class SearchResult:
         out = {}
         s = self.final_scores()
         rung = self.records[-1]["rung"][: self.members] if self.records else None
-        for g in range(len(self.plan.seeds)):
+        for g in range(int(self.group.max(initial=-1)) + 1):
             members = [i for i in range(self.members) if self.group[i] == g]
             good = [i for i in members if np.isfinite(s[i])]
             if not good:
@@ -177,51 +156,8 @@ class SearchResult:
                 found.append((r + 1, int(i), int(record["trial"][i])))
         return found
 
-    def rows(self) -> list[dict[str, Any]]:
-        """One row per member (slot): ids, final hyperparameters, scores of
-        its slot's curve, its search score, whether it is handed back."""
-        final, picks = self.final_scores(), set(self.handed_back().values())
-        last = self.records[-1] if self.records else None
-        rows = []
-        for m in self.plan.members:
-            i = m.index
-            row = {"member": i, "setting": m.setting, "seed": m.seed}
-            row["group"] = int(self.group[i])
-            if last is not None:
-                row["trial"], row["rung"] = int(last["trial"][i]), int(last["rung"][i])
-            row.update({k: shortest(v[i]) for k, v in (self.hp or {}).items()})
-            curve = {k: v[i] for k, v in (self.curves or {}).items()}
-            done = sum(self.lengths[: self.done])
-            row["num_updates"] = done
-            if curve:
-                row.update(scores(curve["episode_return"][:done]))
-            row["score"] = float(final[i])
-            row["handed_back"] = i in picks
-            trained = {k: v[:done] for k, v in curve.items()}
-            row["nonfinite"] = first_nonfinite(trained, True) or ""
-            rows.append(row)
-        return rows
-
-    def events(self) -> np.ndarray:
-        """``[rounds, P]`` event names (``kept``, ``exploited``, ``refilled``)."""
-        if not self.records:
-            return np.zeros((0, self.members), object)
-        return np.asarray(EVENTS, object)[self.lineage("event")]
-
     @property
     def steps_share(self) -> float:
         """Share of the rounds' time spent in the strategy's steps."""
         total = sum(self.round_seconds) + sum(self.step_seconds)
         return sum(self.step_seconds) / total if total else 0.0
-
-
-def shortest(value: Any) -> float:
-    """A float32 value as the float with the fewest digits that rounds to it
-    (``0.99``, not ``0.9900000095367432``)."""
-    return float(str(np.float32(value)))
-
-
-def _row(tree: Any, i: int) -> Any:
-    import jax
-
-    return jax.tree.map(lambda x: np.asarray(x)[i], tree)
