@@ -16,6 +16,11 @@ cut short, and a fence that cannot run here says why in its info string
   as subprocesses in a scratch directory, with this interpreter's ``bin/``
   first on ``PATH`` (``ondevice-rl``), the suite's ``JAX_PLATFORMS`` and
   ``XLA_FLAGS``, and the suite's compilation cache (``conftest.py``).
+  A fence's leading plain commands (no variables, pipes, redirections,
+  heredocs) run one by one first, its ``ondevice-rl ...`` ones through the
+  CLI's ``main`` in this process: each would otherwise spend seconds
+  starting an interpreter and importing JAX (the fences that set
+  ``XLA_FLAGS`` still run the console script); bash runs the rest.
 * Training is cut short: ``--total-timesteps N`` and ``total_timesteps=N``
   become ``N // 100`` (at least 4096), which keeps their order above 409,600
   (a resume that extends a run still extends it) and leaves each learner a
@@ -27,12 +32,15 @@ import ast
 import importlib
 import os
 import re
+import shlex
 import subprocess
 import sys
 from pathlib import Path
 from typing import NamedTuple
 
 import pytest
+
+from ondevice_rl.train.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
@@ -45,6 +53,8 @@ SCALE, FLOOR = 100, 4096  # total timesteps N -> max(N // SCALE, FLOOR)
 OPENING = re.compile(r"^(?P<indent> *)(?P<fence>`{3,}|~{3,})(?P<info>[^`]*)$")
 SKIP = re.compile(r'skip="(?P<reason>[^"]*)"')
 TIMESTEPS = re.compile(r"(--total-timesteps[ =]|total_timesteps=)(\d[\d_]*)")
+SHELL_SYNTAX = re.compile(r"[|&;<>$`(){}*?~\[\]\\]")  # left to bash
+ASSIGNMENT = re.compile(r"^\w+=")
 
 
 class Snippet(NamedTuple):
@@ -119,6 +129,32 @@ def shortened(code: str) -> str:
     return TIMESTEPS.sub(cut, code)
 
 
+def plain_commands(code: str) -> tuple[list[list[str]], str]:
+    """The words of a shell fence's leading plain commands (a trailing
+    backslash continues a line, comments dropped), and the rest of the fence
+    from the first command that needs the shell itself: a variable, pipe,
+    redirection, heredoc, glob or assignment."""
+    commands, lines, first = [], code.splitlines(), 0
+    while first < len(lines):
+        last = first
+        while lines[last].endswith("\\") and last + 1 < len(lines):
+            last += 1
+        command = " ".join(line.removesuffix("\\") for line in lines[first : last + 1])
+        try:
+            words = shlex.split(command, comments=True)
+        except ValueError:  # a quote that a later line closes
+            break
+        if any(SHELL_SYNTAX.search(word) for word in words) or (
+            words and ASSIGNMENT.match(words[0])
+        ):
+            break
+        if words:
+            commands.append(words)
+        first = last + 1
+    rest = "\n".join(lines[first:])
+    return commands, rest + "\n" if rest else ""
+
+
 SNIPPETS = collect()
 
 
@@ -146,6 +182,12 @@ def test_the_collector_and_the_cut():
     assert shortened("--total-timesteps 100000") == "--total-timesteps 4096"
     session = "$ ls \\\n    -a\nout\n$ echo hi\nhi\n"
     assert session_commands(session) == "ls \\\n    -a\necho hi\n"
+    fence = "ondevice-rl a \\\n  --b 1  # c\n\nls x\nX=1 ondevice-rl d\nls y | wc\n"
+    assert plain_commands(fence) == (
+        [["ondevice-rl", "a", "--b", "1"], ["ls", "x"]],
+        "X=1 ondevice-rl d\nls y | wc\n",
+    )
+    assert plain_commands("python -c 'a\nb'\n") == ([], "python -c 'a\nb'\n")
 
 
 @pytest.mark.parametrize("snippet", SNIPPETS, ids=lambda s: s.name)
@@ -163,9 +205,26 @@ def test_snippet_runs(snippet, tmp_path, monkeypatch, suite_cache):
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
     env["ONDEVICE_RL_CACHE_DIR"] = str(suite_cache)
     env["MPLBACKEND"] = "Agg"
+    commands, rest = plain_commands(code)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("MPLBACKEND", "Agg")
+    for words in commands:
+        if words[0] != "ondevice-rl":
+            run_in_bash(snippet, shlex.join(words), tmp_path, env)
+            continue
+        try:
+            status = main(words[1:])
+        except SystemExit as stop:  # argparse's own exits (--help: 0)
+            status = stop.code or 0
+        assert status == 0, f"{snippet.name}: {shlex.join(words)} exited {status}"
+    if rest:
+        run_in_bash(snippet, rest, tmp_path, env)
+
+
+def run_in_bash(snippet: Snippet, code: str, cwd: Path, env: dict[str, str]):
     done = subprocess.run(
         ["bash", "-e", "-o", "pipefail", "-c", code],
-        cwd=tmp_path,
+        cwd=cwd,
         env=env,
         capture_output=True,
         text=True,
