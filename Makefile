@@ -121,8 +121,8 @@ docs: $(STAMP)
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir site
 
 lint: $(STAMP)
-	$(BIN)/ruff check ondevice_rl envs train tests
-	$(BIN)/ruff format --check ondevice_rl envs train tests
+	$(BIN)/ruff check ondevice_rl envs train tests benchmarks
+	$(BIN)/ruff format --check ondevice_rl envs train tests benchmarks
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache site build/docs-src
