@@ -273,7 +273,7 @@ def test_api_reference_members_exist():
 def test_site_builds_strict(tmp_path):
     """``mkdocs build --strict``: a broken link, anchor or API reference fails."""
     done = subprocess.run(
-        [sys.executable, "-m", "mkdocs", "build", "--strict", "--quiet"]
+        [sys.executable, "-m", "mkdocs", "build", "--strict"]
         + ["-f", str(ROOT / "mkdocs.yml"), "-d", str(tmp_path / "site")],
         cwd=ROOT,
         env={**os.environ, "NO_MKDOCS_2_WARNING": "1"},
