@@ -33,6 +33,17 @@ from suite_flags import SUITE_XLA_FLAGS
 GOLDEN = pathlib.Path(__file__).with_name("golden_metrics.json")
 SUITE = SUITE_XLA_FLAGS
 
+#: SAC's and TD3's shared tiny replay config on a continuous env.
+CONTINUOUS_REPLAY = dict(
+    env="Pendulum-v1",
+    num_envs=2,
+    total_timesteps=40,
+    buffer_size=32,
+    batch_size=8,
+    learning_starts=8,
+    hidden=(16, 16),
+)
+
 #: One tiny config per learner, covering its switches that change the program.
 CONFIGS = {
     "ppo": dict(
@@ -67,25 +78,8 @@ CONFIGS = {
         total_timesteps=64,
         hidden=(16, 16),
     ),
-    "sac": dict(
-        env="Pendulum-v1",
-        num_envs=2,
-        total_timesteps=40,
-        buffer_size=32,
-        batch_size=8,
-        learning_starts=8,
-        n_step=2,
-        hidden=(16, 16),
-    ),
-    "td3": dict(
-        env="Pendulum-v1",
-        num_envs=2,
-        total_timesteps=40,
-        buffer_size=32,
-        batch_size=8,
-        learning_starts=8,
-        hidden=(16, 16),
-    ),
+    "sac": dict(CONTINUOUS_REPLAY, n_step=2),
+    "td3": CONTINUOUS_REPLAY,
     "ppo_gru": dict(
         env="CartPole-NoVel-v1",
         num_envs=4,

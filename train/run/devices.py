@@ -90,6 +90,13 @@ def run_trainer(config: Any, devices: int | None = None) -> Any:
         return trainer_for(config)
     make_trainer = _data_parallel(config)
     check_available(devices)
+    return _data_parallel_trainer(make_trainer, config, devices)
+
+
+@functools.lru_cache(maxsize=8)
+def _data_parallel_trainer(make_trainer: Any, config: Any, devices: int) -> Any:
+    """``make_trainer(config, mesh)`` over the first ``devices`` devices,
+    built once per ``(config, devices)`` as ``trainer_for`` is per config."""
     mesh = make_mesh(DATA_AXIS, jax.devices()[:devices])
     try:
         return make_trainer(config, mesh)
