@@ -75,10 +75,12 @@ class MjxAdapter(PhysicsAdapter):
         config = registry.get_default_config(mjx_name)
         config.impl = impl
         inner = registry.load(mjx_name, config=config)
-        if not isinstance(inner.observation_size, int):
+        size = inner.observation_size  # a trace of Playground's reset
+        if not isinstance(size, int):
             raise ValueError(
                 f"mjx/{mjx_name} has structured observations "
-                f"({inner.observation_size}); only flat vectors are supported"
+                f"({size}); only flat vectors are supported"
             )
         limit = config.episode_length if max_steps is None else max_steps
         super().__init__(inner, f"mjx/{mjx_name}", limit)
+        self._observation_size = size

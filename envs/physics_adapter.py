@@ -37,6 +37,7 @@ class PhysicsAdapter(Environment):
         self.inner = inner
         self.name = name
         self._max_steps = int(max_steps)
+        self._observation_size: int | None = None
 
     def default_params(self) -> PhysicsParams:
         return PhysicsParams(jnp.int32(self._max_steps))
@@ -58,8 +59,12 @@ class PhysicsAdapter(Environment):
         )
 
     def observation_space(self, params):
-        size = self.inner.observation_size
-        return Box(-jnp.inf, jnp.inf, (int(size),), jnp.float32)
+        # Found once, by a trace: brax's ``observation_size`` runs a reset op
+        # by op at every call (seconds on CPU), Playground's traces one.
+        if self._observation_size is None:
+            obs = jax.eval_shape(self.inner.reset, jax.random.PRNGKey(0)).obs
+            self._observation_size = int(obs.shape[-1])
+        return Box(-jnp.inf, jnp.inf, (self._observation_size,), jnp.float32)
 
     def action_space(self, params):
         return Box(-1.0, 1.0, (int(self.inner.action_size),), jnp.float32)

@@ -3,9 +3,11 @@
 One PPO run (8 updates in segments of 2, a checkpoint every 2: 4, 6 and 8
 kept), trained once per process (``reference``); the CLI's flags for the
 same run (``TRAIN``); a subprocess running the CLI (``spawn``), under a
-fault when asked.
+fault when asked. The reference's programs go to the suite's compile cache
+(``cached_even_if_quick``), where the subprocesses find them.
 """
 
+import contextlib
 import functools
 import os
 import subprocess
@@ -19,6 +21,7 @@ from ondevice_rl.files.checkpoint import Checkpoints
 from ondevice_rl.train import get_algorithm
 from ondevice_rl.train.run.artifacts import read_metrics
 from ondevice_rl.train.run.runner import train_from_config
+from ondevice_rl.train.services.compile_cache import use_compilation_cache
 
 SEED = 3
 CONFIG = dict(env="CartPole-v1", total_timesteps=4096, hidden=(8,))
@@ -39,16 +42,31 @@ def train_tiny(out, **kwargs):
     )  # fmt: skip
 
 
+@contextlib.contextmanager
+def cached_even_if_quick():
+    """Programs compiled inside go to the persistent compile cache however
+    quickly they compiled (JAX's default keeps only those over a second)."""
+    use_compilation_cache(True)  # the suite's (tests/conftest.py)
+    key = "jax_persistent_cache_min_compile_time_secs"
+    saved = getattr(jax.config, key)
+    jax.config.update(key, 0)
+    try:
+        yield
+    finally:
+        jax.config.update(key, saved)
+
+
 @functools.cache
 def _reference(root: Path):
     out = root / "reference"
-    result = train_tiny(out)
+    with cached_even_if_quick():
+        result = train_tiny(out)
     return out, read_metrics(out / "metrics.jsonl"), result.state
 
 
 def reference(tmp_path_factory):
     """The uninterrupted run's directory, rows and final state (once per
-    process)."""
+    process); ask for the ``suite_cache`` fixture with it."""
     return _reference(tmp_path_factory.getbasetemp() / "fault-reference")
 
 

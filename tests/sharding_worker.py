@@ -24,8 +24,9 @@ compiling dominates. Arrays are saved as ``<tag>/<name>`` by process 0:
   twin: ``cli/`` the CLI run's status, files, ``config.json`` and
   ``metrics.jsonl`` (with periodic evaluation); ``seg`` a
   segmented run's rows and ``whole`` the one-shot program's metrics;
-  ``resumed`` a run stopped after two of four segments (``stopped``) and
-  resumed, and ``straight`` the run without the stop; ``eval/`` ``ondevice-rl eval`` of
+  ``resumed`` a run stopped after the first of two segments (``stopped``)
+  and resumed, and ``straight`` the run without the stop (both with the
+  segmented run's program); ``eval/`` ``ondevice-rl eval`` of
   the CLI run; ``refused/<i>`` the status, stderr and compile count of each
   of ``REFUSED``'s command lines.
 """
@@ -308,18 +309,21 @@ def data_parallel_runs(save, root: Path):
     for name, values in whole.metrics.items():
         save[f"whole/{name}"] = np.asarray(values)
 
-    def stop_after_second(done, steps, latest):
+    def stop_after_two_updates(done, steps, latest):  # the first segment's
         if done == 2:
             raise KeyboardInterrupt
 
-    run = dict(devices=2, num_segments=4, checkpoint_every=1, progress=False)
-    straight = train_from_config(config, **run)
+    # The segmented run's program again (its segments, its compiler options):
+    # straight, stopped after its first segment and resumed, no new compile.
+    run = dict(devices=2, num_segments=2, checkpoint_every=1, progress=False)
     stopped = root / "stopped"
-    first = train_from_config(
-        config, out_dir=stopped, on_segment=stop_after_second, **run
-    )
+    with product_emitters():
+        straight = train_from_config(config, **run)
+        first = train_from_config(
+            config, out_dir=stopped, on_segment=stop_after_two_updates, **run
+        )
+        resumed = resume_training(stopped, progress=False)
     save["stopped/updates"] = np.int64(first.env_steps // config.batch_size)
-    resumed = resume_training(stopped, progress=False)
     for name, values in resumed.metrics.items():
         save[f"resumed/{name}"] = values
         save[f"straight/{name}"] = straight.metrics[name]

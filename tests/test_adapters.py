@@ -39,9 +39,9 @@ def test_gymnax_cartpole_matches_our_port():
     )
     keys = jax.random.split(jax.random.PRNGKey(2), 512)
     actions = jnp.arange(512, dtype=jnp.int32) % 2
-    axes = (0, 0, 0, None)
-    want = jax.vmap(ours.step, in_axes=axes)(keys, ours_state, actions, params)
-    got = jax.vmap(adapter.step, in_axes=axes)(keys, g, actions, gparams)
+    axes = (0, 0, 0, None)  # one program each, not op by op
+    want = jax.jit(jax.vmap(ours.step, in_axes=axes))(keys, ours_state, actions, params)
+    got = jax.jit(jax.vmap(adapter.step, in_axes=axes))(keys, g, actions, gparams)
     np.testing.assert_allclose(got.obs, want.obs, rtol=1e-5, atol=1e-6)
     np.testing.assert_array_equal(got.reward, want.reward)
     np.testing.assert_array_equal(got.terminated, want.terminated)
@@ -68,7 +68,8 @@ def test_gymnax_step_does_not_reset_and_truncates_at_max_steps():
 
 
 #: Scanned with auto-reset here; every gymnax env is stepped under jit and vmap
-#: by tests/test_env_properties.py.
+#: by tests/test_env_properties.py, but for the classic-control ones (there
+#: under ``slow``: stepped here) and MinAtar's (Breakout here).
 SCANNED = (
     "CartPole-v1",
     "Acrobot-v1",
@@ -76,7 +77,9 @@ SCANNED = (
     "MountainCarContinuous-v0",
     "Pendulum-v1",
     "Breakout-MinAtar",
-    "FrozenLake-misc",
+    # The same scan as CartPole-v1's; FrozenLake's steps (jit, vmap): its
+    # test_env_properties.py case.
+    pytest.param("FrozenLake-misc", marks=pytest.mark.slow),
 )
 
 

@@ -7,13 +7,20 @@ import jax
 import jax.numpy as jnp
 import pytest
 
-from ondevice_rl.train.bench import train_speed
+from ondevice_rl.train.bench import env_speed, host, train_speed
 from ondevice_rl.train.bench.report import train_table
 from ondevice_rl.train.bench.transfers import TransferCounter, host_ops
 from ondevice_rl.train.cli import main
 
 
-def test_bench_quick_end_to_end(tmp_path, capsys):
+def test_bench_quick_end_to_end(tmp_path, capsys, monkeypatch):
+    # The quick path at smaller quick sizes (one env batch timed once, two
+    # PPO updates for train and host): the same parts, rows and checks, fewer
+    # compiles and shorter runs.
+    monkeypatch.setattr(env_speed, "QUICK_BATCHES", (1024,))
+    monkeypatch.setattr(env_speed, "REPEATS", 1)
+    monkeypatch.setattr(train_speed, "QUICK_TIMESTEPS", 1024)
+    monkeypatch.setattr(host, "QUICK_TIMESTEPS", 1024)
     argv = ["bench", "--quick", "--seeds", "1", "--json", "--out", str(tmp_path)]
     assert main(argv) == 0
     out = capsys.readouterr().out
@@ -42,7 +49,8 @@ def test_bench_quick_end_to_end(tmp_path, capsys):
 
     rows = {r["backend"]: r for r in data["host"]["results"][0]["rows"]}
     assert rows["gym-sync"]["sps"] > 0 and rows["fused"]["sps"] > 0
-    assert rows["gym-sync"]["timesteps"] == rows["fused"]["timesteps"] == 8192
+    quick = host.QUICK_TIMESTEPS
+    assert rows["gym-sync"]["timesteps"] == rows["fused"]["timesteps"] == quick
     # The host loop moves data every step; the fused program never does.
     assert rows["gym-sync"]["transfers_per_update"] >= 2 * 128
     assert rows["fused"]["transfers_per_update"] == 0

@@ -9,7 +9,7 @@ import json
 import jax
 import pytest
 
-from ondevice_rl.train.bench import gpu_suite, train_speed
+from ondevice_rl.train.bench import env_speed, gpu_suite, train_speed
 from ondevice_rl.train.cli import main
 from ondevice_rl.train.services.memory import estimate_member_bytes
 
@@ -44,6 +44,7 @@ def test_gpu_suite_small(tmp_path, capsys, monkeypatch):
     # A device that holds two members: the population of 4 is skipped.
     monkeypatch.setattr(gpu_suite, "device_budget", lambda: 2 * one + 1)
     monkeypatch.delenv("XLA_PYTHON_CLIENT_PREALLOCATE", raising=False)
+    monkeypatch.setattr(env_speed, "REPEATS", 1)  # one timed scan per env row
     data, out = _suite(
         tmp_path, "--algos", "ppo", "--seeds", "1,2,4", "--timesteps", str(steps),
         "--matmul-precision", "high",

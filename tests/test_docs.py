@@ -6,7 +6,9 @@ those run Python fences only (mktestdocs also bash, but in the caller's
 directory and without a per-fence skip), while these docs also hold shell
 sessions that must run in a scratch directory, with the training commands
 cut short, and a fence that cannot run here says why in its info string
-(```` ```bash {skip="needs a GPU"} ````), counted below.
+(```` ```bash {skip="needs a GPU"} ````), counted below; a fence whose
+path a cheaper default test already runs names that test in a ``slow="..."``
+attribute (``tests/FILE.py::TEST``) and runs under ``make test-slow``.
 
 * Python fences run in this process (JAX is already imported, so a snippet
   costs its compiles only), each in a fresh namespace (an undefined name
@@ -26,6 +28,9 @@ cut short, and a fence that cannot run here says why in its info string
   (a resume that extends a run still extends it) and leaves each learner a
   few updates: compiling, not running, is what a snippet costs, so the
   pages pick step counts whose cut runs plan one segment program.
+  ``bench env`` likewise runs at its ``--quick`` scan lengths (64K env steps
+  per batch size instead of 2M): it times a scan, and compiling it is what
+  the snippet proves.
 """
 
 import ast
@@ -52,7 +57,10 @@ SCALE, FLOOR = 100, 4096  # total timesteps N -> max(N // SCALE, FLOOR)
 
 OPENING = re.compile(r"^(?P<indent> *)(?P<fence>`{3,}|~{3,})(?P<info>[^`]*)$")
 SKIP = re.compile(r'skip="(?P<reason>[^"]*)"')
+SLOW = re.compile(r'slow="(?P<reason>[^"]*)"')
+COVERED_BY = re.compile(r"tests/(?P<file>\w+\.py)::(?P<test>\w+)")
 TIMESTEPS = re.compile(r"(--total-timesteps[ =]|total_timesteps=)(\d[\d_]*)")
+BENCH_ENV = re.compile(r"(ondevice-rl bench env)(?!.*--quick)")
 SHELL_SYNTAX = re.compile(r"[|&;<>$`(){}*?~\[\]\\]")  # left to bash
 ASSIGNMENT = re.compile(r"^\w+=")
 
@@ -63,6 +71,7 @@ class Snippet(NamedTuple):
     language: str  # "python" or "shell"
     code: str
     skip: str | None  # the reason, if it is not run here
+    slow: str | None  # the default test that covers it, if it runs under slow
 
     @property
     def name(self) -> str:
@@ -96,12 +105,19 @@ def collect(pages: list[Path] = PAGES) -> list[Snippet]:
             language = words[0].lower() if words else ""
             if language not in PYTHON | SHELL | CONSOLE:
                 continue
-            skip = SKIP.search(info)
+            skip, slow = SKIP.search(info), SLOW.search(info)
             kind = "python" if language in PYTHON else "shell"
             if language in CONSOLE:
                 code = session_commands(code)
             snippets.append(
-                Snippet(page, line, kind, code, skip["reason"] if skip else None)
+                Snippet(
+                    page,
+                    line,
+                    kind,
+                    code,
+                    skip["reason"] if skip else None,
+                    slow["reason"] if slow else None,
+                )  # fmt: skip
             )
     return snippets
 
@@ -120,13 +136,14 @@ def session_commands(session: str) -> str:
 
 
 def shortened(code: str) -> str:
-    """``code`` with every total-timesteps count cut to a few updates' worth."""
+    """``code`` with every total-timesteps count cut to a few updates' worth
+    and ``bench env`` at its quick scan lengths."""
 
     def cut(match: re.Match) -> str:
         steps = int(match[2].replace("_", ""))
         return f"{match[1]}{max(steps // SCALE, FLOOR)}"
 
-    return TIMESTEPS.sub(cut, code)
+    return BENCH_ENV.sub(r"\1 --quick", TIMESTEPS.sub(cut, code))
 
 
 def plain_commands(code: str) -> tuple[list[list[str]], str]:
@@ -180,6 +197,10 @@ def test_the_collector_and_the_cut():
         "run --total-timesteps 5000 and total_timesteps=10000"
     )
     assert shortened("--total-timesteps 100000") == "--total-timesteps 4096"
+    assert shortened("ondevice-rl bench env --envs X\nondevice-rl bench train") == (
+        "ondevice-rl bench env --quick --envs X\nondevice-rl bench train"
+    )
+    assert shortened("ondevice-rl bench env --quick") == "ondevice-rl bench env --quick"
     session = "$ ls \\\n    -a\nout\n$ echo hi\nhi\n"
     assert session_commands(session) == "ls \\\n    -a\necho hi\n"
     fence = "ondevice-rl a \\\n  --b 1  # c\n\nls x\nX=1 ondevice-rl d\nls y | wc\n"
@@ -190,7 +211,24 @@ def test_the_collector_and_the_cut():
     assert plain_commands("python -c 'a\nb'\n") == ([], "python -c 'a\nb'\n")
 
 
-@pytest.mark.parametrize("snippet", SNIPPETS, ids=lambda s: s.name)
+def test_a_slow_fence_names_the_default_test_that_covers_it():
+    slow = [s for s in SNIPPETS if s.slow is not None]
+    assert slow, "no slow fences: drop the attribute's support"
+    for snippet in slow:
+        named = COVERED_BY.search(snippet.slow)
+        assert named, f"{snippet.name}: slow= names no tests/FILE.py::TEST"
+        source = (ROOT / "tests" / named["file"]).read_text()
+        assert f"def {named['test']}(" in source, f"{snippet.name}: {snippet.slow}"
+
+
+@pytest.mark.parametrize(
+    "snippet",
+    [
+        pytest.param(s, marks=pytest.mark.slow) if s.slow is not None else s
+        for s in SNIPPETS
+    ],
+    ids=lambda s: s.name,
+)
 def test_snippet_runs(snippet, tmp_path, monkeypatch, suite_cache):
     if snippet.skip is not None:
         pytest.skip(snippet.skip)

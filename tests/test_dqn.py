@@ -156,7 +156,7 @@ PROBE = dict(
     learning_starts=256,
     target_update_every=32,
     exploration_steps=1_000,
-    hidden=(32,),
+    hidden=(16,),
     learning_rate=3e-3,
     gamma=0.9,
 )
@@ -326,7 +326,8 @@ def test_registered():
 
 def test_state_with_buffer_checkpoints(tmp_path):
     config = dqn.DQNConfig(buffer_size=1_000)  # CartPole: obs [4], 10 envs
-    state = dqn.make_trainer(config).init(jax.random.PRNGKey(0), config.hyperparams)
+    init = jax.jit(dqn.make_trainer(config).init)  # one compile, not one per op
+    state = init(jax.random.PRNGKey(0), config.hyperparams)
     assert state.extra.buffer.data.obs.shape == (100, 10, 4)
     restored = checkpoint.restore(checkpoint.save(tmp_path / "ckpt", state), state)
     for a, b in zip(jax.tree.leaves(state), jax.tree.leaves(restored), strict=True):

@@ -257,10 +257,13 @@ def test_pqn_learns_on_grids_integers_and_vectors_at_once():
         normalize_obs=True,
     )  # fmt: skip
     trainer = algo.make_trainer(config)
-    start = jax.jit(trainer.init)(KEY, config.hyperparams)
-    state, metrics = jax.jit(trainer.run, static_argnums=3)(
-        start, config.hyperparams, None, config.num_updates
-    )
+
+    @jax.jit  # init and run: one program
+    def init_and_run(key, hp):
+        start = trainer.init(key, hp)
+        return start, trainer.run(start, hp, None, config.num_updates)
+
+    start, (state, metrics) = init_and_run(KEY, config.hyperparams)
     assert all(np.all(np.isfinite(v)) for v in metrics.values())
     encoder = state.params["params"]["MLP_0"]["ObsEncoder_0"]
     before = start.params["params"]["MLP_0"]["ObsEncoder_0"]

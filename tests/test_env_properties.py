@@ -26,6 +26,20 @@ SLOW_IDS = {
     f"gymnax/{g}-MinAtar"
     for g in ("Asterix", "Breakout", "Freeway", "Seaquest", "SpaceInvaders")
 }
+#: gymnax's classic-control envs: our ports' twins, scanned under jit and vmap
+#: with AutoReset by tests/test_adapters.py::test_gymnax_adapters_scan_with_auto_reset
+#: (CartPole's steps also against our port's); the adapter's own checks here
+#: (no reset inside step, truncation) run on every other gymnax env.
+SLOW_IDS |= {
+    f"gymnax/{g}"
+    for g in (
+        "CartPole-v1",
+        "Acrobot-v1",
+        "MountainCar-v0",
+        "MountainCarContinuous-v0",
+        "Pendulum-v1",
+    )
+}
 SLOW = pytest.mark.slow
 
 

@@ -72,7 +72,21 @@ def test_params_and_state_dtypes(name):
             assert leaf.dtype == jnp.float32, field
 
 
-@pytest.mark.parametrize("name", ALL_IDS)
+#: Batched under jit and vmap here, params batched too; every env's steps under
+#: jit(vmap) (no reset inside, truncation, spaces) are also
+#: tests/test_env_properties.py's, so these repeat CartPole-v1's (discrete
+#: actions) and Pendulum-v1's (Box actions) path here: under ``slow``.
+BATCHED_SLOW = {"Acrobot-v1", "MountainCar-v0", "MountainCarContinuous-v0"}
+BATCHED_SLOW |= set(PROBE_IDS)
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        pytest.param(n, marks=pytest.mark.slow) if n in BATCHED_SLOW else n
+        for n in ALL_IDS
+    ],
+)
 def test_jit_and_vmap_batch_of_8(name):
     env, params = make(name)
     obs_space = env.observation_space(params)
@@ -101,9 +115,11 @@ def test_jit_and_vmap_batch_of_8(name):
 def test_single_env_step_matches_batched():
     env, params = make("Acrobot-v1")
     keys = jax.random.split(jax.random.PRNGKey(3), 8)
-    obs, state = jax.vmap(env.reset, in_axes=(0, None))(keys, params)
+    obs, state = jax.jit(jax.vmap(env.reset, in_axes=(0, None)))(keys, params)
     actions = jnp.arange(8) % 3
-    batched = jax.vmap(env.step, in_axes=(0, 0, 0, None))(keys, state, actions, params)
+    batched = jax.jit(jax.vmap(env.step, in_axes=(0, 0, 0, None)))(
+        keys, state, actions, params
+    )
     for i in (0, 5):
         one = jax.tree.map(lambda x, i=i: x[i], state)
         single = jax.jit(env.step)(keys[i], one, actions[i], params)
@@ -164,10 +180,11 @@ def test_acrobot_torque_noise_uses_the_key():
     assert not make("Acrobot-v1")[0].stochastic_step
     noisy = params._replace(torque_noise_max=jnp.float32(0.5))
     _, state = env.reset(jax.random.PRNGKey(0), noisy)
-    a = env.step(jax.random.PRNGKey(1), state, 2, noisy).obs
-    b = env.step(jax.random.PRNGKey(2), state, 2, noisy).obs
-    c = env.step(jax.random.PRNGKey(1), state, 2, params).obs
-    d = env.step(jax.random.PRNGKey(2), state, 2, params).obs
+    step = jax.jit(env.step)  # one program for the four steps
+    a = step(jax.random.PRNGKey(1), state, 2, noisy).obs
+    b = step(jax.random.PRNGKey(2), state, 2, noisy).obs
+    c = step(jax.random.PRNGKey(1), state, 2, params).obs
+    d = step(jax.random.PRNGKey(2), state, 2, params).obs
     assert not np.allclose(a, b)
     np.testing.assert_array_equal(c, d)
 

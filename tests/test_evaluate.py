@@ -2,12 +2,15 @@
 evaluation inside the training program (``--eval-every``), TensorBoard files.
 
 One tiny run per registered learner (4 updates in 2 segments, evaluated after
-updates 2 and 4) is trained once for the module and shared, compiled with
-XLA's backend optimisation off (as tests/test_sweep.py does): PPO on
-CartPole (returns vary; observation normalisation on if PPO has it), the
-others on ``Probe-Truncation-v0`` (every episode: 5 steps of reward 1), the
-learners of continuous actions only on ``Probe-Box-v0`` (every episode: one
-step of reward ``1 − (a − 2)² <= 1``).
+updates 2 and 4) is trained once per process and shared (tests/tiny_runs.py,
+also used by tests/test_render.py), compiled with XLA's backend optimisation
+off (as tests/test_sweep.py does): PPO on CartPole (returns vary;
+observation normalisation on if PPO has it), the others on
+``Probe-Truncation-v0`` (every episode: 5 steps of reward 1), the learners of
+continuous actions only on ``Probe-Box-v0`` (every episode: one step of
+reward ``1 − (a − 2)² <= 1``). PPO's run is compiled with XLA:CPU's own
+emitters, as the bitwise comparisons here compile. A2C's and TD3's
+parametrisations (the kit paths of PPO's and SAC's) run under slow.
 """
 
 import json
@@ -17,12 +20,24 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from suite_flags import product_emitters
+from tiny_runs import (
+    BOX_PROBE,
+    EPISODES,
+    EVERY,
+    FAST,
+    SEGMENTS,
+    UPDATES,
+    probe_of,
+    run_config,
+    tiny_config,
+    tiny_run,
+    train_run,
+)
 
 from ondevice_rl.evaluation import evaluate, summarize
 from ondevice_rl.train import algorithms, get_algorithm
 from ondevice_rl.train.bench.transfers import host_ops
 from ondevice_rl.train.cli import main
-from ondevice_rl.train.kit.off_policy import OffPolicyConfig
 from ondevice_rl.train.run.artifacts import read_metrics
 from ondevice_rl.train.run.runner import resume_training, train_from_config
 from ondevice_rl.train.run.segments import (
@@ -35,10 +50,7 @@ from ondevice_rl.train.run.segments import (
 from ondevice_rl.train.services.programs import PROGRAMS
 from ondevice_rl.train.services.tensorboard import metric_tag, read_scalars
 
-UPDATES, SEGMENTS, EVERY, EPISODES = 4, 2, 2, 3
-PROBE = "Probe-Truncation-v0"
-BOX_PROBE = "Probe-Box-v0"
-FAST = {"xla_backend_optimization_level": 0}
+_tiny, _probe, _config, _train = tiny_config, probe_of, run_config, train_run
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -49,44 +61,40 @@ def _fast_compiles():
     PROGRAMS.compiler_options = saved
 
 
-def _tiny(name: str, env: str = PROBE):
-    """``UPDATES`` updates of ``name`` on ``env``, small everything."""
-    algorithm = get_algorithm(name)
-    per_update = algorithm.config(env=env).steps_per_update
-    small = {"total_timesteps": UPDATES * per_update, "hidden": (8,)}
-    if "learning_starts" in algorithm.defaults():  # replay learners: learn early
-        small.update(learning_starts=per_update, buffer_size=64, batch_size=8)
-    return algorithm.config(env=env, **small)
+#: Learners whose runs repeat another's kit path (a2c: the on-policy kit's
+#: scaffold and actor-critic policy, as ppo's; td3: the off-policy kit's, as
+#: sac's): their parametrisations here run under slow.
+SLOW = {"a2c", "td3"}
 
 
-def _probe(name: str) -> str:
-    """The probe ``name`` acts in: ``BOX_PROBE`` for the continuous-only."""
-    continuous_only = issubclass(get_algorithm(name).config, OffPolicyConfig)
-    return BOX_PROBE if continuous_only else PROBE
+def _learners(names):
+    """``names`` as parameters, those in ``SLOW`` marked slow."""
+    return [pytest.param(n, marks=pytest.mark.slow) if n in SLOW else n for n in names]
 
 
-def _config(name: str):
-    """The module's run of ``name`` (see the module docstring)."""
-    if name != "ppo":
-        return _tiny(name, _probe(name))
-    config = _tiny(name, "CartPole-v1")
-    if "normalize_obs" in get_algorithm(name).defaults():
-        config = config.replace(normalize_obs=True)
-    return config
+LEARNERS = _learners(algorithms())
 
 
-def _train(name, out, **kwargs):
-    return train_from_config(
-        _config(name), seed=1, out_dir=out, num_segments=SEGMENTS, progress=False,
-        eval_every=EVERY, eval_episodes=EPISODES, **kwargs,
-    )  # fmt: skip
+class _Runs:
+    """name -> (run dir, RunResult): the learner's shared tiny run, trained
+    on first use (tests only read them)."""
+
+    def __init__(self, tmp_path_factory):
+        self._factory = tmp_path_factory
+
+    def __getitem__(self, name):
+        return tiny_run(name, self._factory)
 
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
-    """name -> (run dir, RunResult) of every registered learner."""
-    base = tmp_path_factory.mktemp("runs")
-    return {name: (base / name, _train(name, base / name)) for name in algorithms()}
+    return _Runs(tmp_path_factory)
+
+
+@pytest.fixture(scope="module")
+def ppo_run(runs):
+    """PPO's shared run; its programs are in the program cache from here on."""
+    return runs["ppo"]
 
 
 def _init_params(trainer):
@@ -115,23 +123,24 @@ def test_probe_truncation_every_episode_is_five_steps_of_reward_one(deterministi
         np.testing.assert_array_equal(kept["return"], result["return"])
 
 
-def test_eval_every_writes_eval_return_at_the_right_updates(runs):
-    for name, (out, result) in runs.items():
-        rows = read_metrics(out / "metrics.jsonl")
-        assert [r["update"] for r in rows] == list(range(1, UPDATES + 1)), name
-        evaluated = [r["update"] for r in rows if r["eval_return"] is not None]
-        assert evaluated == [2, 4], name
-        evals = [r["eval_return"] for r in rows[1::2]]
-        if name != "ppo" and _probe(name) == BOX_PROBE:
-            assert all(r <= 1.0 for r in evals)  # one step, 1 − (a − 2)²
-        elif name != "ppo":  # the probe: 5 steps of reward 1
-            assert evals == [5.0, 5.0]
-        np.testing.assert_array_equal(
-            np.isfinite(result.metrics["eval_return"]), [False, True, False, True]
-        )
-        assert result.nonfinite is None and not result.interrupted  # NaN guard quiet
-        info = json.loads((out / "config.json").read_text())
-        assert (info["eval_every"], info["eval_episodes"]) == (EVERY, EPISODES)
+@pytest.mark.parametrize("name", LEARNERS)
+def test_eval_every_writes_eval_return_at_the_right_updates(name, runs):
+    out, result = runs[name]
+    rows = read_metrics(out / "metrics.jsonl")
+    assert [r["update"] for r in rows] == list(range(1, UPDATES + 1)), name
+    evaluated = [r["update"] for r in rows if r["eval_return"] is not None]
+    assert evaluated == [2, 4], name
+    evals = [r["eval_return"] for r in rows[1::2]]
+    if name != "ppo" and _probe(name) == BOX_PROBE:
+        assert all(r <= 1.0 for r in evals)  # one step, 1 − (a − 2)²
+    elif name != "ppo":  # the probe: 5 steps of reward 1
+        assert evals == [5.0, 5.0]
+    np.testing.assert_array_equal(
+        np.isfinite(result.metrics["eval_return"]), [False, True, False, True]
+    )
+    assert result.nonfinite is None and not result.interrupted  # NaN guard quiet
+    info = json.loads((out / "config.json").read_text())
+    assert (info["eval_every"], info["eval_episodes"]) == (EVERY, EPISODES)
 
 
 def test_eval_positions_follow_the_absolute_update_count():
@@ -141,10 +150,10 @@ def test_eval_positions_follow_the_absolute_update_count():
     assert eval_updates(3, 2, 4) == [1]
 
 
-def test_segments_cut_off_the_evaluation_grid_give_the_same_numbers(runs):
+def test_segments_cut_off_the_evaluation_grid_give_the_same_numbers(ppo_run):
     """After a resume that extended a run, segments start between evaluations
     (phase ≠ 0); evaluations still land on every EVERY-th update, equal."""
-    del runs  # the whole run's programs are in the cache
+    del ppo_run  # the whole run's programs are in the cache
     config = _config("ppo")
     key, hp = jax.random.key(1), config.hyperparams
     cut = [(0, (1, 0)), (1, (1, 1)), (2, (2, 0))]
@@ -169,22 +178,22 @@ def test_segments_cut_off_the_evaluation_grid_give_the_same_numbers(runs):
     assert np.isfinite(expected["eval_return"]).tolist() == [0, 1, 0, 1]
 
 
-def test_segment_with_evaluation_is_host_silent(runs):
-    del runs  # its programs are in the cache
+def test_segment_with_evaluation_is_host_silent(ppo_run):
+    del ppo_run  # its programs are in the cache
     config = _config("ppo")
     key, hp = jax.random.key(1), config.hyperparams
     lowered = lower_segment(config, key, hp, None, 2, 0, Evaluation(EVERY, EPISODES))
-    compiled = [p for k, p in PROGRAMS.entries() if k[0] == "segment-eval"]
+    with product_emitters():  # the options PPO's run was compiled with
+        compiled = [p for k, p in PROGRAMS.entries() if k[0] == "segment-eval"]
     assert compiled and host_ops(lowered, *compiled) == []
 
 
-def test_evaluation_leaves_training_unchanged_and_resumes_equal(tmp_path):
+def test_evaluation_leaves_training_unchanged_and_resumes_equal(ppo_run, tmp_path):
     def stop_after_first(done, steps, latest):
         raise KeyboardInterrupt
 
-    out_dir, out = tmp_path / "whole", tmp_path / "stopped"
+    (out_dir, whole), out = ppo_run, tmp_path / "stopped"  # whole: evaluated
     with product_emitters():
-        whole = _train("ppo", out_dir)
         plain = train_from_config(
             _config("ppo"), seed=1, num_segments=SEGMENTS, progress=False
         )
@@ -224,7 +233,7 @@ def test_tensorboard_files_hold_every_metric_against_env_steps(runs):
 
 
 def test_plot_of_real_runs_and_their_evaluations(runs, tmp_path, capsys):
-    dirs = [str(out) for out, _ in runs.values()]
+    dirs = [str(runs[name][0]) for name in algorithms() if name not in SLOW]
     for metric in ("episode_return", "eval_return"):
         png = tmp_path / f"{metric}.png"
         assert main(["plot", *dirs, "--metric", metric, "--out", str(png)]) == 0
@@ -232,7 +241,7 @@ def test_plot_of_real_runs_and_their_evaluations(runs, tmp_path, capsys):
     assert f"{len(dirs)} curve(s)" in capsys.readouterr().out
 
 
-@pytest.mark.parametrize("name", algorithms())
+@pytest.mark.parametrize("name", LEARNERS)
 def test_eval_cli_for_every_learner(name, runs, capsys):
     out, _ = runs[name]
     assert main(["eval", str(out), "--episodes", "5", "--deterministic"]) == 0
@@ -256,7 +265,9 @@ def test_eval_cli_for_every_learner(name, runs, capsys):
         assert all(1 <= n <= 500 for n in lengths)
 
 
-@pytest.mark.parametrize("name", [n for n in algorithms() if _probe(n) == BOX_PROBE])
+@pytest.mark.parametrize(
+    "name", _learners(n for n in algorithms() if _probe(n) == BOX_PROBE)
+)
 def test_load_policy_of_a_continuous_learner_acts_in_the_box(name, runs):
     """One observation or a batch, actions in the Box ``[-1, 3]``."""
     import ondevice_rl

@@ -68,9 +68,13 @@ LOADER = textwrap.dedent(
 )
 
 
-def _train(out, algo, env, *flags):
-    """A run of two updates of ``algo`` on ``env``, small everything."""
-    steps = 2 * get_algorithm(algo).config(env=env).steps_per_update
+def _train(out, algo, env, *flags, num_steps=None):
+    """A run of two updates of ``algo`` on ``env``, small everything
+    (rollouts of ``num_steps`` if given)."""
+    sizes = {} if num_steps is None else {"num_steps": num_steps}
+    steps = 2 * get_algorithm(algo).config(env=env, **sizes).steps_per_update
+    if num_steps is not None:
+        flags = ("--num-steps", str(num_steps), *flags)
     argv = ["train", "--algo", algo, "--env", env, "--total-timesteps", str(steps)]
     argv += ["--hidden", "8", "--no-progress", "--out", str(out), *flags]
     assert main(argv) == 0
@@ -80,7 +84,7 @@ def _train(out, algo, env, *flags):
 @pytest.fixture(scope="module")
 def minatar_run(tmp_path_factory):
     out = tmp_path_factory.mktemp("minatar") / "run"
-    return _train(out, "ppo", MINATAR, "--normalize-obs")
+    return _train(out, "ppo", MINATAR, "--normalize-obs", num_steps=16)
 
 
 def _check_export(run_dir, tmp_path, capsys) -> str:

@@ -50,7 +50,7 @@ HOLD = (
 
 
 @pytest.fixture(scope="module")
-def reference(tmp_path_factory):
+def reference(tmp_path_factory, suite_cache):
     """The uninterrupted run's directory, rows and final state."""
     return fault_runs.reference(tmp_path_factory)
 
@@ -323,7 +323,7 @@ def test_a_failed_write_stops_in_one_line_and_a_resume_ends_equal(reference, tmp
     for name, code in cases.items():
         out = tmp_path / name
         fault = (out, code, 30_000)  # bytes written before the fault
-        procs[name] = _spawn([*TRAIN, "--out", str(out)], tmp_path / "cache", fault)
+        procs[name] = _spawn([*TRAIN, "--out", str(out)], fault=fault)
     out = tmp_path / "metrics-only"  # the disk fills while appending rows
     undo = fault_injection.install(out, errno.ENOSPC, 1_500, "metrics.jsonl")
     try:

@@ -22,28 +22,41 @@ def test_names_are_playgrounds_dm_control_suite():
 
 @pytest.fixture(scope="module")
 def cartpole():
-    return envs.make("mjx/CartpoleBalance")
+    """The env, its params, and the two programs both tests run (compiling
+    MJX is most of their time): ``jit(vmap(reset))`` and
+    ``jit(vmap(AutoReset(env).step))``, params unbatched (traced: a time
+    limit of 4 steps and one of 1000 share the program)."""
+    from ondevice_rl.env.wrappers import AutoReset
+
+    env, params = envs.make("mjx/CartpoleBalance")
+    wrapped = AutoReset(env)
+    reset = jax.jit(jax.vmap(env.reset, in_axes=(0, None)))
+    step = jax.jit(jax.vmap(wrapped.step, in_axes=(0, 0, 0, None)))
+    return env, params, wrapped, reset, step
 
 
 def test_physics_matches_mujoco_c(cartpole):
     """20 control steps of MJX (under jit) against ``mujoco.mj_step`` from the
-    same reset state and the same actions."""
+    same reset state and the same actions (env 0 of a batch of 3, stepped
+    through ``AutoReset``: within the time limit, its step is the env's)."""
     import mujoco
 
-    env, params = cartpole
-    obs, state = jax.jit(env.reset)(jax.random.PRNGKey(3), params)
+    env, params, _, reset, step = cartpole
+    keys = jax.random.split(jax.random.PRNGKey(3), 3)
+    _, state = reset(keys, params)
+    start = jax.device_get(state)
     actions = jnp.sin(jnp.arange(20, dtype=jnp.float32))[:, None]  # in [-1, 1]
-
-    def body(s, a):
-        ts = env.step(jax.random.PRNGKey(0), s, a, params)
-        return ts.state, ts.state.mjx_state.data.qpos
-
-    _, qpos = jax.jit(lambda s: jax.lax.scan(body, s, actions))(state)
+    qpos = []
+    for a in actions:
+        ts = step(keys, state, jnp.broadcast_to(a, (3, 1)), params)
+        assert not bool((ts.terminated | ts.truncated).any())
+        state = ts.state
+        qpos.append(state.mjx_state.data.qpos[0])
 
     model = env.inner.mj_model
     data = mujoco.MjData(model)
-    data.qpos[:] = np.asarray(state.mjx_state.data.qpos)
-    data.qvel[:] = np.asarray(state.mjx_state.data.qvel)
+    data.qpos[:] = np.asarray(start.mjx_state.data.qpos[0])
+    data.qvel[:] = np.asarray(start.mjx_state.data.qvel[0])
     substeps = env.inner.n_substeps
     expected = []
     for a in np.asarray(actions):
@@ -52,7 +65,7 @@ def test_physics_matches_mujoco_c(cartpole):
             mujoco.mj_step(model, data)
         expected.append(data.qpos.copy())
     expected = np.stack(expected)
-    np.testing.assert_allclose(np.asarray(qpos), expected, atol=1e-4)
+    np.testing.assert_allclose(np.stack(qpos), expected, atol=1e-4)
     assert float(np.abs(expected[-1] - expected[0]).max()) > 1e-3  # it moved
 
 
@@ -60,22 +73,16 @@ def test_spaces_time_limit_and_resets_for_the_ended_episodes_only(cartpole):
     """Our time limit; no reset inside Playground's step; and, since its
     resets run physics (CheetahRun's settles for 200 steps), ``AutoReset``
     resets only the envs whose episode ended, each from its own key."""
-    from ondevice_rl.env.wrappers import AutoReset
-
-    env, params = cartpole
+    env, params, wrapped, reset, step = cartpole
     assert int(params.max_steps) == 1000  # Playground's episode_length
     assert env.observation_space(params).shape == (5,)
     assert env.action_space(params).shape == (1,)
     np.testing.assert_array_equal(env.inner.mj_model.actuator_ctrlrange, [[-1, 1]])
     params = params._replace(max_steps=jnp.int32(4))
     keys = jax.random.split(jax.random.PRNGKey(0), 3)
-    fresh, state = jax.device_get(
-        jax.jit(jax.vmap(env.reset, in_axes=(0, None)))(keys, params)
-    )
+    fresh, state = jax.device_get(reset(keys, params))
     assert fresh.shape == (3, 5) and fresh.dtype == jnp.float32
-    wrapped = AutoReset(env)
     assert wrapped.costly_reset
-    step = jax.jit(jax.vmap(wrapped.step, in_axes=(0, 0, 0, None)))
     state = state._replace(time=jnp.array([0, 1, 0], jnp.int32))  # env 1 ends first
     actions = jnp.zeros((3, 1))
     for t in range(4):

@@ -224,6 +224,15 @@ def test_probe_metrics_and_learning_starts(probe):
         assert np.all(metrics["alpha"][:, -1] < 0.5)
 
 
+@pytest.mark.parametrize(
+    "probe",
+    [
+        "sac",
+        # The off-policy kit's one population scaffold, as sac's: slow.
+        pytest.param("td3", marks=pytest.mark.slow),
+    ],
+    indirect=True,
+)
 def test_probe_program_is_deterministic_transfer_free_and_traced(probe):
     name, config, _, train, keys, out = probe
     args = jax.device_put((keys, config.hyperparams))

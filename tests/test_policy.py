@@ -34,10 +34,10 @@ def test_the_core_imports_no_training_code_until_load_policy_is_used():
 
 @pytest.fixture(scope="module")
 def cartpole(tmp_path_factory):
-    """PPO on CartPole, 150k env steps (≈490 deterministically), compiled
+    """PPO on CartPole, 75k env steps (≈420 deterministically), compiled
     without XLA's backend optimisation (faster to build, slower to run)."""
     out = tmp_path_factory.mktemp("policy") / "cartpole"
-    config = get_algorithm("ppo").config(env="CartPole-v1", total_timesteps=150_000)
+    config = get_algorithm("ppo").config(env="CartPole-v1", total_timesteps=75_000)
     saved = PROGRAMS.compiler_options
     PROGRAMS.compiler_options = {"xla_backend_optimization_level": 0}
     try:

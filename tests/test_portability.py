@@ -87,11 +87,19 @@ def lowered_text(name: str, seeds: int | None, platform: str) -> str:
     return jax.export.export(fn, platforms=[platform])(*args).mlir_module()
 
 
+#: TPU cases in the default suite: one on-policy learner and the image torso.
+#: The other learners' TPU programs take the same non-CPU branches as their
+#: CUDA case (every CUDA case is in the default suite), so they run under slow.
+DEFAULT_TPU = ("ppo", "dqn-minatar")
+
+
 def _cases():
     for name in CONFIGS:
         for platform in PLATFORMS:
             reason = UNPORTABLE.get((name, platform))
             marks = [pytest.mark.xfail(strict=True, reason=reason)] if reason else []
+            if platform == "tpu" and name not in DEFAULT_TPU:
+                marks.append(pytest.mark.slow)  # covered by f"{name}-cuda"
             yield pytest.param(name, platform, marks=marks, id=f"{name}-{platform}")
 
 
@@ -147,10 +155,16 @@ def test_whole_run_lowers_for_the_platform_without_cpu_tuning(name, platform):
 
 
 def test_matmul_precision_is_the_configs_and_the_cpu_program_ignores_it():
+    jitted = {}  # one jitted function per precision: one trace, every platform
+
     def exported(precision, platform):
         config = _config("ppo").replace(matmul_precision=precision)
-        train = jax.jit(get_algorithm("ppo").make_train(config))
-        args = (jax.random.key(0), config.hyperparams)
+        if config == _config("ppo"):  # the config's own: the whole-run program
+            jitted[precision] = _program("ppo", None)
+        elif precision not in jitted:
+            train = jax.jit(get_algorithm("ppo").make_train(config))
+            jitted[precision] = train, (jax.random.key(0), config.hyperparams)
+        train, args = jitted[precision]
         return jax.export.export(train, platforms=[platform])(*args).mlir_module()
 
     assert set(_precisions(exported("high", "cuda"), "dot_general")) == {"HIGH, HIGH"}

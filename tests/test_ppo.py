@@ -33,9 +33,14 @@ def _train(config, seed=0, hp=None):
     return trainer, out
 
 
-PROBE = dict(num_envs=8, num_steps=16, update_epochs=4, num_minibatches=2)
+# One hidden layer of 16: the probes' values are a constant or two, and a
+# smaller program compiles and runs a few times faster.
+PROBE = dict(num_envs=8, num_steps=16, update_epochs=4, num_minibatches=2, hidden=(16,))
 
 
+# default suite: test_probe_two_step_learns_discounted_values checks V([1.0]) = 1
+# after a reward of 1 and a termination, as this does.
+@pytest.mark.slow
 def test_probe_one_step_learns_value_one():
     config = ppo.PPOConfig(
         env="Probe-OneStep-v0", total_timesteps=20_000, learning_rate=3e-3, **PROBE
@@ -47,7 +52,7 @@ def test_probe_one_step_learns_value_one():
 def test_probe_two_step_learns_discounted_values():
     config = ppo.PPOConfig(
         env="Probe-TwoStep-v0",
-        total_timesteps=30_000,
+        total_timesteps=16_384,
         learning_rate=3e-3,
         gamma=0.9,
         **PROBE,
@@ -62,7 +67,7 @@ def test_probe_truncation_bootstraps_from_final_obs():
     # termination caps the learned value below 3.6 (see envs/probes.py).
     config = ppo.PPOConfig(
         env="Probe-Truncation-v0",
-        total_timesteps=60_000,
+        total_timesteps=30_720,
         learning_rate=3e-3,
         gamma=0.9,
         **PROBE,
@@ -94,28 +99,36 @@ def test_continuous_pendulum_improves_and_entropy_stays_finite():
     assert final_return(returns) > returns[:3].mean() + 150.0
 
 
-def test_same_key_gives_bitwise_identical_metrics():
-    config = ppo.PPOConfig(total_timesteps=8_192)
-    train = jax.jit(ppo.make_train(config))
+#: A small CartPole program (4 updates of 4 envs x 32 steps, 4 epochs of 4
+#: minibatches), shared by the tests that only need some program.
+TINY = ppo.PPOConfig(total_timesteps=512, num_envs=4, num_steps=32, hidden=(16,))
+
+
+@pytest.fixture(scope="module")
+def tiny_train():
+    """One jitted ``train`` of ``TINY``, compiled once for the module."""
+    return jax.jit(ppo.make_train(TINY))
+
+
+def test_same_key_gives_bitwise_identical_metrics(tiny_train):
     key = jax.random.PRNGKey(3)
-    a = jax.device_get(train(key, config.hyperparams).metrics)
-    b = jax.device_get(train(key, config.hyperparams).metrics)
-    c = jax.device_get(jax.jit(ppo.make_train(config))(key, config.hyperparams).metrics)
+    a = jax.device_get(tiny_train(key, TINY.hyperparams).metrics)
+    b = jax.device_get(tiny_train(key, TINY.hyperparams).metrics)
+    c = jax.device_get(jax.jit(ppo.make_train(TINY))(key, TINY.hyperparams).metrics)
     for name in a:
         assert np.all(np.isfinite(a[name])), name
         np.testing.assert_array_equal(a[name], b[name])
         np.testing.assert_array_equal(a[name], c[name])
-    d = jax.device_get(train(jax.random.PRNGKey(4), config.hyperparams).metrics)
+    d = jax.device_get(tiny_train(jax.random.PRNGKey(4), TINY.hyperparams).metrics)
     assert not np.array_equal(a["total_loss"], d["total_loss"])
 
 
 def test_hyperparams_are_traced_no_recompile_and_values_matter():
-    config = ppo.PPOConfig(total_timesteps=4_096)
-    train = jax.jit(jax.vmap(ppo.make_train(config)))
+    train = jax.jit(jax.vmap(ppo.make_train(TINY)))
     keys = jax.random.split(jax.random.PRNGKey(0), 2)
 
     def population(**overrides):
-        hp = config.hyperparams._replace(
+        hp = TINY.hyperparams._replace(
             **{k: jnp.float32(v) for k, v in overrides.items()}
         )
         return jax.tree.map(lambda x: jnp.stack([x, x]), hp)
@@ -150,11 +163,8 @@ def _host_markers(lowered_text: str) -> list[str]:
     return [m for m in HOST_MARKERS if m in lowered_text.lower()]
 
 
-def test_lowered_program_has_no_host_traffic():
-    config = ppo.PPOConfig(total_timesteps=1_024)
-    lowered = jax.jit(ppo.make_train(config)).lower(
-        jax.random.PRNGKey(0), config.hyperparams
-    )
+def test_lowered_program_has_no_host_traffic(tiny_train):
+    lowered = tiny_train.lower(jax.random.PRNGKey(0), TINY.hyperparams)
     assert _host_markers(lowered.as_text()) == []
 
     # The scan must be able to fail: a debug callback shows up in the text.
@@ -165,11 +175,10 @@ def test_lowered_program_has_no_host_traffic():
     assert "callback" in _host_markers(jax.jit(noisy).lower(1.0).as_text())
 
 
-def test_compiled_run_under_transfer_guard():
-    config = ppo.PPOConfig(total_timesteps=1_024)
-    compiled = jax.jit(ppo.make_train(config))
+def test_compiled_run_under_transfer_guard(tiny_train):
+    compiled = tiny_train
     key = jax.device_put(jax.random.PRNGKey(0))
-    hp = jax.device_put(config.hyperparams)
+    hp = jax.device_put(TINY.hyperparams)
     compiled(key, hp)  # compile outside the guard
     with jax.transfer_guard("disallow"):
         out = compiled(key, hp)
@@ -199,7 +208,7 @@ def test_cartpole_eight_seeds_reach_475():
 
 @pytest.mark.parametrize("n", [1, 7, 512, 1000])
 def test_one_key_permutation_is_a_permutation_and_varies(n):
-    perms = jax.vmap(lambda k: one_key_permutation(k, n))(
+    perms = jax.jit(jax.vmap(lambda k: one_key_permutation(k, n)))(
         jax.random.split(jax.random.PRNGKey(0), 200)
     )
     perms = np.asarray(perms)

@@ -26,7 +26,7 @@ PROBE = dict(
     num_steps=16,
     update_epochs=4,
     num_minibatches=2,
-    hidden=(32, 32),
+    hidden=(16,),  # a constant or two to fit: a small program is enough
     learning_rate=3e-3,
 )
 TINY = pqn.PQNConfig(
@@ -34,7 +34,7 @@ TINY = pqn.PQNConfig(
     num_envs=16,
     num_steps=16,
     num_minibatches=4,
-    hidden=(32,),
+    hidden=(16,),
     exploration_steps=512,
 )
 
@@ -60,6 +60,9 @@ def tiny_train():
     return jax.jit(pqn.make_train(TINY))
 
 
+# default suite: test_probe_two_step_learns_discounted_values checks Q([1.0]) = 1
+# after a reward of 1 and a termination, as this does.
+@pytest.mark.slow
 def test_probe_one_step_learns_value_one():
     config = pqn.PQNConfig(env="Probe-OneStep-v0", total_timesteps=8_192, **PROBE)
     trainer, out = _train(config)

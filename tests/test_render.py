@@ -9,12 +9,10 @@ import jax
 import numpy as np
 import pytest
 from PIL import Image
+from tiny_runs import tiny_run
 
 import ondevice_rl
-from ondevice_rl.train import get_algorithm
 from ondevice_rl.train.cli import main
-from ondevice_rl.train.run.runner import train_from_config
-from ondevice_rl.train.services.programs import PROGRAMS
 from ondevice_rl.train.use import render, renderers
 
 pytest.importorskip("pygame")
@@ -22,16 +20,10 @@ pytest.importorskip("pygame")
 
 @pytest.fixture(scope="module")
 def run_dir(tmp_path_factory):
-    """A tiny PPO CartPole run (2 updates, compiled without optimisation)."""
-    out = tmp_path_factory.mktemp("render") / "cartpole"
-    config = get_algorithm("ppo").config(total_timesteps=1024, hidden=(8,))
-    saved = PROGRAMS.compiler_options
-    PROGRAMS.compiler_options = {"xla_backend_optimization_level": 0}
-    try:
-        train_from_config(config, seed=0, out_dir=out, progress=False)
-    finally:
-        PROGRAMS.compiler_options = saved
-    return out
+    """A tiny PPO CartPole run (4 updates, compiled without optimisation),
+    the one tests/test_evaluate.py evaluates (tests/tiny_runs.py): trained
+    once per process for both."""
+    return tiny_run("ppo", tmp_path_factory)[0]
 
 
 def test_render_writes_a_gif_of_one_episode(run_dir, tmp_path, capsys):

@@ -19,23 +19,29 @@ from ondevice_rl.train.run.artifacts import RunDirError, read_metrics
 from ondevice_rl.train.run.runner import resume_training, train_from_config
 from ondevice_rl.train.services.programs import PROGRAMS
 
-# 96 updates of 4 envs x 128 steps, 24 segments of 4; a checkpoint after each.
+# 48 updates of 4 envs x 32 steps, 12 segments of 4; a checkpoint after each
+# (the segments' host work, not their compute, sets how long a run lasts: a
+# stopped run has ten segments to go when the signal is sent).
 ARGS = [
-    "--env", "CartPole-v1", "--total-timesteps", "49152", "--segments", "24",
-    "--checkpoint-every", "4", "--hidden", "16,16", "--no-progress", "--seed", "5",
+    "--env", "CartPole-v1", "--total-timesteps", "6144", "--num-envs", "4",
+    "--num-steps", "32", "--update-epochs", "1", "--num-minibatches", "1",
+    "--segments", "12", "--checkpoint-every", "4", "--hidden", "8",
+    "--no-progress", "--seed", "5",
 ]  # fmt: skip
-CLI = "import sys; from ondevice_rl.train.cli import main; sys.exit(main())"
+UPDATES = 48
+# SIGINT's default handler back: pytest-xdist workers ignore SIGINT, and
+# children inherit that (set here, not in a preexec_fn: this process runs
+# JAX's threads, and a fork that runs Python code may deadlock).
+CLI = (
+    "import signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler); "
+    "from ondevice_rl.train.cli import main; sys.exit(main())"
+)
 
 
 def _env(cache_dir):
     env = dict(os.environ)
     env["ONDEVICE_RL_CACHE_DIR"] = str(cache_dir)  # compile once for all runs
     return env
-
-
-def _default_signals():
-    # pytest-xdist workers ignore SIGINT, and children inherit that.
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def _cli(args, cache_dir, **kwargs):
@@ -45,7 +51,6 @@ def _cli(args, cache_dir, **kwargs):
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        preexec_fn=_default_signals,
         **kwargs,
     )
 
@@ -58,35 +63,54 @@ def _wait_for_rows(path, rows, proc, timeout=240):
         time.sleep(0.05)
 
 
-def _final_params(run_dir):
-    info = json.loads((run_dir / "config.json").read_text())
+def _final_state(run_dir, like):
+    with Checkpoints(run_dir / "checkpoint") as checkpoints:
+        step = checkpoints.latest()
+        return step, checkpoints.restore(step, like)
+
+
+def _resume_in_process(run_dir):
+    """The resume through the CLI's entry, in this process: the reference's
+    programs are reused, nothing compiles."""
+    from ondevice_rl.train.cli import main
+
+    assert main(["train", "--resume", str(run_dir), "--no-progress"]) == 0
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory, suite_cache):
+    """The uninterrupted run, through the same CLI (in this process), and the
+    compile cache holding its programs for the stopped runs' processes."""
+    from ondevice_rl.train.cli import main
+
+    base = tmp_path_factory.mktemp("resume")
+    out = base / "reference"
+    key = "jax_persistent_cache_min_compile_time_secs"
+    quick = getattr(jax.config, key)
+    jax.config.update(key, 0)  # cached even if compiled quickly
+    try:
+        assert main(["train", *ARGS, "--out", str(out)]) == 0
+    finally:
+        jax.config.update(key, quick)
+    info = json.loads((out / "config.json").read_text())
     algorithm = get_algorithm(info["algo"])
     config = algorithm.config(
         **{**info["config"], "hidden": tuple(info["config"]["hidden"])}
     )
     trainer = trainer_for(config)
     like = jax.jit(trainer.init)(jax.random.key(0), config.hyperparams)
-    with Checkpoints(run_dir / "checkpoint") as checkpoints:
-        step = checkpoints.latest()
-        return step, checkpoints.restore(step, like).params
-
-
-@pytest.fixture(scope="module")
-def reference(tmp_path_factory):
-    """The uninterrupted run, through the same CLI."""
-    base = tmp_path_factory.mktemp("resume")
-    out = base / "reference"
-    proc = _cli([*ARGS, "--out", str(out)], base / "cache")
-    assert proc.wait(timeout=600) == 0, proc.stderr.read()
-    return base, read_metrics(out / "metrics.jsonl"), _final_params(out)
+    step, state = _final_state(out, like)
+    return base, read_metrics(out / "metrics.jsonl"), (step, state), suite_cache
 
 
 def _assert_same_run(run_dir, reference):
-    _, rows, (step, params) = reference
+    _, rows, (step, state), _ = reference
     assert read_metrics(run_dir / "metrics.jsonl") == rows  # exact floats
-    got_step, got = _final_params(run_dir)
-    assert got_step == step == 96
-    for x, y in zip(jax.tree.leaves(got), jax.tree.leaves(params), strict=True):
+    got_step, got = _final_state(run_dir, state)
+    assert got_step == step == UPDATES
+    for x, y in zip(
+        jax.tree.leaves(got.params), jax.tree.leaves(state.params), strict=True
+    ):
         np.testing.assert_array_equal(x, y)
 
 
@@ -100,9 +124,9 @@ def _assert_same_run(run_dir, reference):
     ],
 )
 def test_stopped_anywhere_then_resumed_equals_uninterrupted(sig, status, reference):
-    base = reference[0]
+    base, cache = reference[0], reference[3]
     out = base / f"stopped-{sig.name}"
-    proc = _cli([*ARGS, "--out", str(out)], base / "cache")
+    proc = _cli([*ARGS, "--out", str(out)], cache)
     _wait_for_rows(out / "metrics.jsonl", 8, proc)
     proc.send_signal(sig)
     code = proc.wait(timeout=120)
@@ -113,15 +137,14 @@ def test_stopped_anywhere_then_resumed_equals_uninterrupted(sig, status, referen
         assert json.loads((out / "config.json").read_text())["status"] == "interrupted"
     rows = read_metrics(out / "metrics.jsonl")
     assert [r["update"] for r in rows] == list(range(1, len(rows) + 1))
-    resumed = _cli(["--resume", str(out), "--no-progress"], base / "cache")
-    assert resumed.wait(timeout=600) == 0, resumed.stderr.read()
+    _resume_in_process(out)
     _assert_same_run(out, reference)
 
 
 def test_a_second_signal_stops_at_once_and_keeps_the_last_checkpoint(reference):
-    base = reference[0]
+    base, cache = reference[0], reference[3]
     out = base / "twice"
-    proc = _cli([*ARGS, "--out", str(out)], base / "cache")
+    proc = _cli([*ARGS, "--out", str(out)], cache)
     _wait_for_rows(out / "metrics.jsonl", 4, proc)
     proc.send_signal(signal.SIGTERM)
     proc.send_signal(signal.SIGTERM)
@@ -129,8 +152,7 @@ def test_a_second_signal_stops_at_once_and_keeps_the_last_checkpoint(reference):
     code = proc.wait(timeout=60)
     assert code in (143, 0)
     assert time.time() - sent < 10.0  # process teardown included; loaded CI
-    resumed = _cli(["--resume", str(out), "--no-progress"], base / "cache")
-    assert resumed.wait(timeout=600) == 0, resumed.stderr.read()
+    _resume_in_process(out)
     _assert_same_run(out, reference)
 
 
@@ -155,7 +177,9 @@ SMALL = {
     "sac": dict(num_envs=2, learning_starts=8, buffer_size=64, batch_size=16),
     "td3": dict(num_envs=2, learning_starts=8, buffer_size=64, batch_size=16),
     # A recurrent policy: its carry is checkpointed with the rollout state.
-    "ppo-gru": dict(memory="gru", memory_size=8),
+    "ppo-gru": dict(
+        memory="gru", memory_size=8, num_steps=16, update_epochs=1, num_minibatches=1
+    ),
 }
 
 
@@ -171,7 +195,9 @@ def fast_compiles(monkeypatch):
 @pytest.mark.parametrize(
     "name",
     [
-        "ppo",
+        # The resumes above and test_faults' damaged-checkpoint resumes hold
+        # ppo's whole state equal after a resume: under slow.
+        pytest.param("ppo", marks=pytest.mark.slow),
         "dqn",
         "sac",
         "ppo-gru",
@@ -210,10 +236,15 @@ def test_every_learner_resumes_to_the_same_numbers(name, tmp_path, fast_compiles
 
 
 def test_nan_guard_names_the_first_bad_update_and_keeps_the_good_checkpoint(tmp_path):
-    config = get_algorithm("ppo").config(total_timesteps=8 * 512, hidden=(8,))
+    # The reference's program (ARGS): built once for both (or found in the
+    # compile cache); the learning rate is a traced value.
+    config = get_algorithm("ppo").config(
+        total_timesteps=6144, num_envs=4, num_steps=32, update_epochs=1,
+        num_minibatches=1, hidden=(8,),
+    )  # fmt: skip
     out = tmp_path / "nan"
     result = train_from_config(
-        config, out_dir=out, num_segments=4, progress=False, checkpoint_every=2,
+        config, out_dir=out, num_segments=12, progress=False, checkpoint_every=4,
         hyperparams={"learning_rate": 1e30},
     )  # fmt: skip
     assert result.nonfinite is not None and "non-finite" in result.nonfinite
@@ -265,7 +296,6 @@ def _sweep(args, cache_dir):
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        preexec_fn=_default_signals,
     )
 
 

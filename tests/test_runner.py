@@ -14,9 +14,17 @@ from ondevice_rl.train.ppo import PPOConfig, make_train
 from ondevice_rl.train.run.artifacts import read_metrics
 from ondevice_rl.train.run.runner import train_from_config
 
-# 8 updates of 4 x 128 steps; 3 segments -> [3, 3, 2]. test_cli uses the same
-# config, so its compiled programs are reused within one pytest process.
-CONFIG = PPOConfig(env="CartPole-v1", total_timesteps=4096)
+# 8 updates of 4 x 16 steps on a narrow net; 3 segments -> [3, 3, 2]. Small:
+# its programs (the one-shot comparison's compiled twice, with XLA:CPU's own
+# emitters) build and run faster; what is checked holds at any size.
+CONFIG = PPOConfig(
+    env="CartPole-v1",
+    num_steps=16,
+    hidden=(8,),
+    update_epochs=2,
+    num_minibatches=2,
+    total_timesteps=8 * 4 * 16,
+)
 SEGMENTS = 3
 
 
@@ -73,7 +81,7 @@ def test_interrupt_keeps_what_was_collected(tmp_path):
         on_segment=stop_after_second,
     )
     assert result.interrupted
-    assert calls == [(3, 3 * 512), (6, 6 * 512)]
+    assert calls == [(3, 3 * CONFIG.batch_size), (6, 6 * CONFIG.batch_size)]
     assert result.metrics["episode_return"].shape == (6,)
     assert result.env_steps == 6 * CONFIG.batch_size
 

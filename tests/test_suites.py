@@ -531,10 +531,11 @@ def test_craftax_achievements_example(tmp_path):
         assert figures[label]["mean_length"] > 1
 
 
-def test_bench_env_sets_a_suite_beside_its_own_auto_reset():
+def test_bench_env_sets_a_suite_beside_its_own_auto_reset(monkeypatch):
     _suite("navix")
     from ondevice_rl.train.bench import env_speed
 
+    monkeypatch.setattr(env_speed, "REPEATS", 1)  # one timed run per row
     name = "navix/Navix-Empty-5x5-v0"
     env = env_speed.run_env_bench((name,), (2,), True, True, lambda _: None)
     rows = {(r["env"], r["impl"]): r for r in env["results"]}

@@ -121,6 +121,16 @@ def base():
     return result
 
 
+@pytest.fixture(scope="module")
+def alone():
+    """``TINY``'s single-run program (key, hyperparams, env params), compiled
+    once (as ``FAST``) for the tests that train one member alone."""
+    _, params = envs.make(TINY.env)
+    train = jax.jit(make_train(TINY))
+    args = (jax.random.key(0), TINY.hyperparams, params)
+    return train.lower(*args).compile(compiler_options=FAST), params
+
+
 def _curves(result, metric="total_loss"):
     return np.stack([result.metrics[m.index][metric] for m in result.plan.members])
 
@@ -229,14 +239,15 @@ def test_new_values_reuse_the_compiled_program(base):
     assert not np.allclose(_curves(again), _curves(base))
 
 
-def test_member_matches_the_same_run_trained_alone(base):
+def test_member_matches_the_same_run_trained_alone(base, alone):
     m = base.plan.members[5]
     assert dict(m.env_params) and m.config.learning_rate != TINY.learning_rate
-    _, params = envs.make(TINY.env)
+    # Its config is TINY but for traced values: TINY's program trains it.
+    assert m.config.replace(learning_rate=TINY.learning_rate) == TINY
+    train, params = alone
     params = params._replace(**dict(m.env_params))
-    train = jax.jit(make_train(m.config))
     args = (jax.random.key(m.seed), m.config.hyperparams, params)
-    alone = train.lower(*args).compile(compiler_options=FAST)(*args).metrics
+    alone = train(*args).metrics
     for name, values in alone.items():
         np.testing.assert_allclose(
             base.metrics[m.index][name][:3], np.asarray(values)[:3],
@@ -533,7 +544,7 @@ def test_population_of_256_cartpole_members_on_cpu():
     assert result.best.last10pct_mean > 100.0
 
 
-def test_seed_sets_state_iqm_ci_and_worst_seed_per_set(base, tmp_path, capsys):
+def test_seed_sets_state_iqm_ci_and_worst_seed_per_set(base, alone, tmp_path, capsys):
     """``ondevice-rl seeds``' engine: a recipe over disjoint sets of seeds
     (here TINY, 2 sets of 4: the fixture's program)."""
     record = seed_sets.measure(TINY, range(10, 18), sets=2, eval_episodes=3)
@@ -552,12 +563,13 @@ def test_seed_sets_state_iqm_ci_and_worst_seed_per_set(base, tmp_path, capsys):
     # Seed 10's deterministic evaluation: its policy trained alone, played
     # from the evaluation key.
     trainer = trainer_for(TINY)
-    state = make_train(TINY)(jax.random.key(10), TINY.hyperparams).state
+    train, env_params = alone
+    state = train(jax.random.key(10), TINY.hyperparams, env_params).state
     key = jax.random.fold_in(jax.random.key(10), EVAL_SALT)
-    alone = evaluate(
-        trainer.policy, policy_params(state), trainer.env, None, key, 3, True
-    )["return"].mean()
-    assert first["eval_returns"][0] == pytest.approx(float(alone), rel=1e-6)
+    played = jax.jit(
+        lambda p, k: evaluate(trainer.policy, p, trainer.env, None, k, 3, True)
+    )(policy_params(state), key)["return"].mean()
+    assert first["eval_returns"][0] == pytest.approx(float(played), rel=1e-6)
     assert everything["eval_returns"] == first["eval_returns"] + second["eval_returns"]
     for r in record["sets"]:
         values = np.asarray(r["eval_returns"])

@@ -119,7 +119,7 @@ REPEAT_SCRIPT = textwrap.dedent(
     import jax, jax.numpy as jnp
     import ondevice_rl
     from ondevice_rl.train import ppo
-    config = ppo.PPOConfig(total_timesteps=8_192)
+    config = ppo.PPOConfig(total_timesteps=2_048)  # the init's QR: once a run
     keys = jax.random.split(jax.random.PRNGKey(0), 8)
     hp = jax.tree.map(lambda x: jnp.broadcast_to(x, (8,)), config.hyperparams)
     train = jax.jit(jax.vmap(ppo.make_train(config)))
@@ -221,7 +221,7 @@ TWO_DEVICE_SCRIPT = """
     )
     from ondevice_rl.train import ppo
     assert jax.device_count() == 2, jax.devices()
-    config = ppo.PPOConfig(total_timesteps=8192)
+    config = ppo.PPOConfig(total_timesteps=2048)  # the init's QR: once a run
     keys = np.asarray(jax.random.split(jax.random.PRNGKey(0), 4))
     hp = jax.device_get(config.hyperparams)
     train = jax.jit(jax.vmap(ppo.make_train(config), in_axes=(0, None)))

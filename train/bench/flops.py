@@ -87,7 +87,11 @@ def live_jaxpr(fn, *args: Any) -> Any:
     """The jaxpr of one call ``fn(*args)`` (traced, never run) after dead
     code is removed as XLA removes it (a custom gradient computes every
     input's cotangent; the ones nobody reads are never run)."""
-    jaxpr = jax.make_jaxpr(fn)(*args).jaxpr
+    return live(jax.make_jaxpr(fn)(*args).jaxpr)
+
+
+def live(jaxpr: Any) -> Any:
+    """``jaxpr`` with the code that no output reads removed."""
     return pe.dce_jaxpr(jaxpr, [True] * len(jaxpr.outvars))[0]
 
 
@@ -95,6 +99,12 @@ def matmul_flops(fn, *args: Any) -> FlopCount:
     """The matmul FLOPs of one call ``fn(*args)``, dead code removed
     (``live_jaxpr``)."""
     return _count(live_jaxpr(fn, *args))
+
+
+def traced_flops(traced: Any) -> FlopCount:
+    """``matmul_flops`` of a ``jax.jit(fn).trace(*args)``: the program a
+    bench compiles, counted from the same trace rather than a second one."""
+    return _count(live(traced.jaxpr.jaxpr))
 
 
 def matmul_peak(size: int = PEAK_SIZE, repeats: int = PEAK_REPEATS) -> float:

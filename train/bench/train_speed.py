@@ -45,7 +45,7 @@ from ondevice_rl.devices.sharding import (
     replicated_sharding,
 )
 from ondevice_rl.metrics import final_return
-from ondevice_rl.train.bench.flops import matmul_flops, matmul_peak
+from ondevice_rl.train.bench.flops import matmul_peak, traced_flops
 from ondevice_rl.train.bench.transfers import TransferCounter, host_ops
 from ondevice_rl.train.kit.registry import DEFAULT, algorithm_of, get_algorithm
 from ondevice_rl.train.recipes import load_recipe
@@ -90,8 +90,10 @@ def measure_ours(
     """Compiles and runs our fused ``algo`` once; returns the JSON record.
 
     The record also has ``transfers`` (by construction: one put of keys and
-    hyperparameters, one get of the returns) and ``host_ops`` (host-talking
-    operations found in the lowered and compiled program; expected: none).
+    hyperparameters, one get of the returns), ``host_ops`` (host-talking
+    operations found in the lowered and compiled program; expected: none)
+    and ``matmul_flops``, the program's matmul FLOPs (``flops.py``: counted
+    from the trace that is compiled, never run).
     """
     config = bench_config(timesteps, env, algo, recipe, fields)
     algorithm = algorithm_of(config)
@@ -105,7 +107,8 @@ def measure_ours(
         (leading_axis_sharding(mesh), replicated_sharding(mesh)),
     )
     t0 = time.perf_counter()
-    lowered = jax.jit(train).lower(keys, hp)
+    traced = jax.jit(train).trace(keys, hp)
+    lowered = traced.lower()
     options = scheduler_options(lowered, seeds // len(devices), len(devices))
     compiled = lowered.compile(compiler_options=options or None)
     compile_s = time.perf_counter() - t0
@@ -128,22 +131,8 @@ def measure_ours(
         transfers=counter.as_dict(),
         host_ops=host_ops(lowered, compiled),
         compile_options=options,
+        matmul_flops=traced_flops(traced).flops,
     )
-
-
-def program_flops(
-    seeds: int,
-    timesteps: int,
-    algo: str = DEFAULT,
-    recipe: str | None = None,
-    fields: dict | None = None,
-) -> int:
-    """The matmul FLOPs of the program ``measure_ours`` times (``flops.py``:
-    counted from its jaxpr, traced, never run)."""
-    config = bench_config(timesteps, None, algo, recipe, fields)
-    train = jax.vmap(algorithm_of(config).make_train(config), in_axes=(0, None))
-    keys = jax.random.split(jax.random.PRNGKey(0), seeds)
-    return matmul_flops(train, keys, config.hyperparams).flops
 
 
 def run_reference(path: Path, seeds: int, timesteps: int) -> dict:
@@ -194,9 +183,10 @@ def bench_seeds(
         if reference is not None:
             log(f"train: reference, {seeds} seed(s) ({i + 1}/{repeat})")
             refs.append(run_reference(reference, seeds, timesteps))
-    flops = program_flops(seeds, timesteps, algo, recipe, fields)
     for record in ours:  # the program's matmul FLOPs over each run's time
-        record["matmul_gflops"] = round(flops / record["run_s"] / 1e9, 2)
+        record["matmul_gflops"] = round(
+            record["matmul_flops"] / record["run_s"] / 1e9, 2
+        )
     result = _best(ours)
     result["repeats"] = [r["sps"] for r in ours]
     return with_reference(result, refs) if refs else result
