@@ -7,7 +7,6 @@ fault when asked. The reference's programs go to the suite's compile cache
 (``cached_even_if_quick``), where the subprocesses find them.
 """
 
-import contextlib
 import functools
 import os
 import subprocess
@@ -16,12 +15,12 @@ from pathlib import Path
 
 import jax
 import numpy as np
+from suite_flags import cached_even_if_quick
 
 from ondevice_rl.files.checkpoint import Checkpoints
 from ondevice_rl.train import get_algorithm
 from ondevice_rl.train.run.artifacts import read_metrics
 from ondevice_rl.train.run.runner import train_from_config
-from ondevice_rl.train.services.compile_cache import use_compilation_cache
 
 SEED = 3
 CONFIG = dict(env="CartPole-v1", total_timesteps=4096, hidden=(8,))
@@ -40,20 +39,6 @@ def train_tiny(out, **kwargs):
         config, seed=SEED, out_dir=out, num_segments=4, checkpoint_every=2,
         progress=False, **kwargs,
     )  # fmt: skip
-
-
-@contextlib.contextmanager
-def cached_even_if_quick():
-    """Programs compiled inside go to the persistent compile cache however
-    quickly they compiled (JAX's default keeps only those over a second)."""
-    use_compilation_cache(True)  # the suite's (tests/conftest.py)
-    key = "jax_persistent_cache_min_compile_time_secs"
-    saved = getattr(jax.config, key)
-    jax.config.update(key, 0)
-    try:
-        yield
-    finally:
-        jax.config.update(key, saved)
 
 
 @functools.cache

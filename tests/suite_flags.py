@@ -48,3 +48,40 @@ def product_emitters():
         yield
     finally:
         PROGRAMS.compiler_options = saved
+
+
+#: XLA's backend optimisation off for programs compiled through a program
+#: cache (the suite's XLA_FLAGS set it for every other compile).
+FAST = {"xla_backend_optimization_level": 0}
+
+
+@contextlib.contextmanager
+def fast_compiles():
+    """Programs compiled through the program cache inside use ``FAST``."""
+    from ondevice_rl.train.services.programs import PROGRAMS
+
+    saved = PROGRAMS.compiler_options
+    PROGRAMS.compiler_options = FAST
+    try:
+        yield
+    finally:
+        PROGRAMS.compiler_options = saved
+
+
+@contextlib.contextmanager
+def cached_even_if_quick():
+    """Programs compiled inside go to the suite's persistent compile cache
+    (tests/conftest.py) however quickly they compiled (JAX keeps only those
+    over a second), where a test's subprocesses find them."""
+    import jax
+
+    from ondevice_rl.train.services.compile_cache import use_compilation_cache
+
+    use_compilation_cache(True)
+    key = "jax_persistent_cache_min_compile_time_secs"
+    saved = getattr(jax.config, key)
+    jax.config.update(key, 0)
+    try:
+        yield
+    finally:
+        jax.config.update(key, saved)

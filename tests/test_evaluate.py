@@ -19,12 +19,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from suite_flags import product_emitters
+from suite_flags import fast_compiles, product_emitters
 from tiny_runs import (
     BOX_PROBE,
     EPISODES,
     EVERY,
-    FAST,
     SEGMENTS,
     UPDATES,
     probe_of,
@@ -50,15 +49,11 @@ from ondevice_rl.train.run.segments import (
 from ondevice_rl.train.services.programs import PROGRAMS
 from ondevice_rl.train.services.tensorboard import metric_tag, read_scalars
 
-_tiny, _probe, _config, _train = tiny_config, probe_of, run_config, train_run
-
 
 @pytest.fixture(scope="module", autouse=True)
 def _fast_compiles():
-    saved = PROGRAMS.compiler_options
-    PROGRAMS.compiler_options = FAST
-    yield
-    PROGRAMS.compiler_options = saved
+    with fast_compiles():
+        yield
 
 
 #: Learners whose runs repeat another's kit path (a2c: the on-policy kit's
@@ -104,7 +99,7 @@ def _init_params(trainer):
 
 @pytest.mark.parametrize("deterministic", [True, False])
 def test_probe_truncation_every_episode_is_five_steps_of_reward_one(deterministic):
-    trainer = get_algorithm("ppo").make_trainer(_tiny("ppo"))
+    trainer = get_algorithm("ppo").make_trainer(tiny_config("ppo"))
     policy = trainer.policy
     result = jax.jit(
         lambda p, k: evaluate(policy, p, trainer.env, None, k, 7, deterministic)
@@ -131,7 +126,7 @@ def test_eval_every_writes_eval_return_at_the_right_updates(name, runs):
     evaluated = [r["update"] for r in rows if r["eval_return"] is not None]
     assert evaluated == [2, 4], name
     evals = [r["eval_return"] for r in rows[1::2]]
-    if name != "ppo" and _probe(name) == BOX_PROBE:
+    if name != "ppo" and probe_of(name) == BOX_PROBE:
         assert all(r <= 1.0 for r in evals)  # one step, 1 − (a − 2)²
     elif name != "ppo":  # the probe: 5 steps of reward 1
         assert evals == [5.0, 5.0]
@@ -154,7 +149,7 @@ def test_segments_cut_off_the_evaluation_grid_give_the_same_numbers(ppo_run):
     """After a resume that extended a run, segments start between evaluations
     (phase ≠ 0); evaluations still land on every EVERY-th update, equal."""
     del ppo_run  # the whole run's programs are in the cache
-    config = _config("ppo")
+    config = run_config("ppo")
     key, hp = jax.random.key(1), config.hyperparams
     cut = [(0, (1, 0)), (1, (1, 1)), (2, (2, 0))]
     whole = [(0, (2, 0)), (2, (2, 0))]  # the whole run's plan, SEGMENTS of 2
@@ -180,7 +175,7 @@ def test_segments_cut_off_the_evaluation_grid_give_the_same_numbers(ppo_run):
 
 def test_segment_with_evaluation_is_host_silent(ppo_run):
     del ppo_run  # its programs are in the cache
-    config = _config("ppo")
+    config = run_config("ppo")
     key, hp = jax.random.key(1), config.hyperparams
     lowered = lower_segment(config, key, hp, None, 2, 0, Evaluation(EVERY, EPISODES))
     with product_emitters():  # the options PPO's run was compiled with
@@ -195,9 +190,9 @@ def test_evaluation_leaves_training_unchanged_and_resumes_equal(ppo_run, tmp_pat
     (out_dir, whole), out = ppo_run, tmp_path / "stopped"  # whole: evaluated
     with product_emitters():
         plain = train_from_config(
-            _config("ppo"), seed=1, num_segments=SEGMENTS, progress=False
+            run_config("ppo"), seed=1, num_segments=SEGMENTS, progress=False
         )
-        first = _train("ppo", out, on_segment=stop_after_first)
+        first = train_run("ppo", out, on_segment=stop_after_first)
         rest = resume_training(out, progress=False)
     for name, values in plain.metrics.items():
         np.testing.assert_array_equal(whole.metrics[name], values)
@@ -254,7 +249,7 @@ def test_eval_cli_for_every_learner(name, runs, capsys):
     returns, lengths = record["episode_returns"], record["episode_lengths"]
     assert record["return"]["mean"] == pytest.approx(np.mean(returns))
     assert record["return"]["max"] == max(returns)
-    if _probe(name) == BOX_PROBE:  # deterministic, one state: one action
+    if probe_of(name) == BOX_PROBE:  # deterministic, one state: one action
         assert lengths == [1] * 5 and len(set(returns)) == 1 and returns[0] <= 1.0
         return
     assert returns == [float(n) for n in lengths]  # one reward per step
@@ -266,7 +261,7 @@ def test_eval_cli_for_every_learner(name, runs, capsys):
 
 
 @pytest.mark.parametrize(
-    "name", _learners(n for n in algorithms() if _probe(n) == BOX_PROBE)
+    "name", _learners(n for n in algorithms() if probe_of(n) == BOX_PROBE)
 )
 def test_load_policy_of_a_continuous_learner_acts_in_the_box(name, runs):
     """One observation or a batch, actions in the Box ``[-1, 3]``."""
@@ -325,7 +320,7 @@ def test_eval_of_a_run_without_checkpoint_is_one_line(runs, tmp_path, capsys):
 def test_policies_see_observations_as_the_learner_did(runs):
     """With observation normalisation on, acting (eval, load_policy, the
     in-program evaluation) standardises obs with the checkpoint's statistics."""
-    config, (out, _) = _config("ppo"), runs["ppo"]
+    config, (out, _) = run_config("ppo"), runs["ppo"]
     if not getattr(config, "normalize_obs", False):
         pytest.skip("PPO has no observation normalisation")
     from ondevice_rl.normalize import normalize

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from ondevice_rl import envs
+from ondevice_rl.env.wrappers import AutoReset
 from ondevice_rl.envs.mjx_adapter import DM_CONTROL_SUITE
 
 playground = pytest.importorskip("mujoco_playground")
@@ -26,8 +27,6 @@ def cartpole():
     MJX is most of their time): ``jit(vmap(reset))`` and
     ``jit(vmap(AutoReset(env).step))``, params unbatched (traced: a time
     limit of 4 steps and one of 1000 share the program)."""
-    from ondevice_rl.env.wrappers import AutoReset
-
     env, params = envs.make("mjx/CartpoleBalance")
     wrapped = AutoReset(env)
     reset = jax.jit(jax.vmap(env.reset, in_axes=(0, None)))

@@ -11,9 +11,11 @@ import time
 import jax
 import numpy as np
 import pytest
+from suite_flags import cached_even_if_quick
 
 from ondevice_rl.files.checkpoint import Checkpoints
 from ondevice_rl.train import get_algorithm
+from ondevice_rl.train.cli import main
 from ondevice_rl.train.kit.registry import trainer_for
 from ondevice_rl.train.run.artifacts import RunDirError, read_metrics
 from ondevice_rl.train.run.runner import resume_training, train_from_config
@@ -72,8 +74,6 @@ def _final_state(run_dir, like):
 def _resume_in_process(run_dir):
     """The resume through the CLI's entry, in this process: the reference's
     programs are reused, nothing compiles."""
-    from ondevice_rl.train.cli import main
-
     assert main(["train", "--resume", str(run_dir), "--no-progress"]) == 0
 
 
@@ -81,17 +81,10 @@ def _resume_in_process(run_dir):
 def reference(tmp_path_factory, suite_cache):
     """The uninterrupted run, through the same CLI (in this process), and the
     compile cache holding its programs for the stopped runs' processes."""
-    from ondevice_rl.train.cli import main
-
     base = tmp_path_factory.mktemp("resume")
     out = base / "reference"
-    key = "jax_persistent_cache_min_compile_time_secs"
-    quick = getattr(jax.config, key)
-    jax.config.update(key, 0)  # cached even if compiled quickly
-    try:
+    with cached_even_if_quick():
         assert main(["train", *ARGS, "--out", str(out)]) == 0
-    finally:
-        jax.config.update(key, quick)
     info = json.loads((out / "config.json").read_text())
     algorithm = get_algorithm(info["algo"])
     config = algorithm.config(
@@ -157,8 +150,6 @@ def test_a_second_signal_stops_at_once_and_keeps_the_last_checkpoint(reference):
 
 
 def test_resume_refuses_program_changes_and_allows_extending(reference, capsys):
-    from ondevice_rl.train.cli import main
-
     run_dir = reference[0] / "reference"
     argv = ["train", "--resume", str(run_dir), "--no-progress"]
     assert main([*argv, "--num-envs", "8"]) == 2

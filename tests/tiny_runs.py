@@ -18,17 +18,15 @@ program cache.
 
 import contextlib
 
-from suite_flags import product_emitters
+from suite_flags import fast_compiles, product_emitters
 
 from ondevice_rl.train import get_algorithm
 from ondevice_rl.train.kit.off_policy import OffPolicyConfig
 from ondevice_rl.train.run.runner import train_from_config
-from ondevice_rl.train.services.programs import PROGRAMS
 
 UPDATES, SEGMENTS, EVERY, EPISODES = 4, 2, 2, 3
 PROBE = "Probe-Truncation-v0"
 BOX_PROBE = "Probe-Box-v0"
-FAST = {"xla_backend_optimization_level": 0}
 
 
 def tiny_config(name: str, env: str = PROBE):
@@ -75,11 +73,6 @@ def tiny_run(name: str, tmp_path_factory):
     if name not in _RUNS:
         out = tmp_path_factory.mktemp(f"tiny-{name}") / name
         emitters = product_emitters() if name == "ppo" else contextlib.nullcontext()
-        saved = PROGRAMS.compiler_options
-        PROGRAMS.compiler_options = FAST
-        try:
-            with emitters:
-                _RUNS[name] = (out, train_run(name, out))
-        finally:
-            PROGRAMS.compiler_options = saved
+        with fast_compiles(), emitters:
+            _RUNS[name] = (out, train_run(name, out))
     return _RUNS[name]
