@@ -74,8 +74,13 @@ def test_cue_after_a_delay_needs_memory(name):
     assert np.all(final_return(np.asarray(gru.metrics["episode_return"])) >= 0.95)
 
 
-def test_evaluation_carries_the_memory():
+def test_gru_ppo_remembers_on_4_fresh_keys_and_evaluation_carries_the_memory():
+    # Keys 100-103 (never used to tune the probe): each run learns to act on
+    # the cue 5 steps back (chance is 0.5), and greedy evaluation of the
+    # first, its GRU carried from step to step, always does.
     config, out = _trained("ppo", "gru")
+    finals = final_return(np.asarray(out.metrics["episode_return"]))
+    assert finals.shape == (4,) and np.all(finals >= 0.95), finals
     trainer = get_algorithm("ppo").make_trainer(config)
     params = jax.tree.map(lambda x: x[0], policy_params(out.state))
     result = jax.jit(

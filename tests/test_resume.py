@@ -18,7 +18,11 @@ from ondevice_rl.train import get_algorithm
 from ondevice_rl.train.cli import main
 from ondevice_rl.train.kit.registry import trainer_for
 from ondevice_rl.train.run.artifacts import RunDirError, read_metrics
-from ondevice_rl.train.run.runner import resume_training, train_from_config
+from ondevice_rl.train.run.runner import (
+    STOP_MESSAGE,
+    resume_training,
+    train_from_config,
+)
 from ondevice_rl.train.services.programs import PROGRAMS
 
 # 48 updates of 4 envs x 32 steps, 12 segments of 4; a checkpoint after each
@@ -134,16 +138,45 @@ def test_stopped_anywhere_then_resumed_equals_uninterrupted(sig, status, referen
     _assert_same_run(out, reference)
 
 
-def test_a_second_signal_stops_at_once_and_keeps_the_last_checkpoint(reference):
+#: A process that asks for a stop the way a run does, then is signalled twice:
+#: the first signal only notes the stop, the second exits at once.
+TWICE = """
+import os, signal, sys, time
+from ondevice_rl.train.services.interrupt import stop_at_boundary
+with stop_at_boundary(lambda m: print(m, file=sys.stderr, flush=True), "noted") as stop:
+    os.kill(os.getpid(), signal.SIGTERM)
+    assert stop.signal == signal.SIGTERM  # the handler ran between the two
+    os.kill(os.getpid(), signal.SIGTERM)
+    time.sleep(30)
+print("not reached")
+"""
+
+
+def test_a_second_signal_exits_at_once_with_the_signals_status():
+    proc = subprocess.run(
+        [sys.executable, "-c", TWICE], capture_output=True, text=True, timeout=60
+    )
+    assert proc.returncode == 143, proc.stderr
+    assert proc.stderr.splitlines() == ["SIGTERM: noted", "SIGTERM again: stopping now"]
+    assert proc.stdout == ""
+
+
+def test_a_second_signal_during_the_stop_keeps_the_last_checkpoint(reference):
     base, cache = reference[0], reference[3]
     out = base / "twice"
     proc = _cli([*ARGS, "--out", str(out)], cache)
     _wait_for_rows(out / "metrics.jsonl", 4, proc)
     proc.send_signal(signal.SIGTERM)
+    # The second once the first is noted (two at once would merge into one):
+    # whether it lands inside the segment or at its end, the run stops with
+    # SIGTERM's status and what it checkpointed resumes to the same numbers.
+    noted = proc.stderr.readline()
+    while noted and STOP_MESSAGE not in noted:
+        noted = proc.stderr.readline()
+    assert STOP_MESSAGE in noted
     proc.send_signal(signal.SIGTERM)
     sent = time.time()
-    code = proc.wait(timeout=60)
-    assert code in (143, 0)
+    assert proc.wait(timeout=60) == 143
     assert time.time() - sent < 10.0  # process teardown included; loaded CI
     _resume_in_process(out)
     _assert_same_run(out, reference)
@@ -227,24 +260,40 @@ def test_every_learner_resumes_to_the_same_numbers(name, tmp_path, fast_compiles
 
 
 def test_nan_guard_names_the_first_bad_update_and_keeps_the_good_checkpoint(tmp_path):
-    # The reference's program (ARGS): built once for both (or found in the
-    # compile cache); the learning rate is a traced value.
+    # The reference's program (ARGS; or found in the suite's cache): two good
+    # segments (checkpoints at updates 4 and 8), then the run resumed with a
+    # learning rate that blows its parameters up on the first step: update
+    # 10, inside the third segment, is the first with a non-finite loss.
     config = get_algorithm("ppo").config(
         total_timesteps=6144, num_envs=4, num_steps=32, update_epochs=1,
         num_minibatches=1, hidden=(8,),
     )  # fmt: skip
     out = tmp_path / "nan"
-    result = train_from_config(
+    done = []
+
+    def stop_after_two(updates, env_steps, latest):
+        done.append(updates)
+        if len(done) == 2:
+            raise KeyboardInterrupt
+
+    first = train_from_config(
         config, out_dir=out, num_segments=12, progress=False, checkpoint_every=4,
-        hyperparams={"learning_rate": 1e30},
+        on_segment=stop_after_two,
     )  # fmt: skip
-    assert result.nonfinite is not None and "non-finite" in result.nonfinite
-    bad_update = int(result.nonfinite.rsplit(" ", 1)[1])
-    assert 1 <= bad_update <= 8
+    assert first.interrupted and first.checkpoint == 8 and first.nonfinite is None
+    info = json.loads((out / "config.json").read_text())
+    info["hyperparams"]["learning_rate"] = 1e30
+    (out / "config.json").write_text(json.dumps(info))
+
+    result = resume_training(out, progress=False)
+    assert result.nonfinite == "non-finite total_loss at update 10", result.nonfinite
     info = json.loads((out / "config.json").read_text())  # strict JSON
     assert info["status"] == "failed" and info["nonfinite"] == result.nonfinite
     with Checkpoints(out / "checkpoint") as checkpoints:
-        assert all(step < bad_update for step in checkpoints.steps())
+        assert checkpoints.steps() == [4, 8]  # the good ones, nothing after
+    rows = read_metrics(out / "metrics.jsonl")
+    assert [r["update"] for r in rows[:8]] == list(range(1, 9))
+    assert all(np.isfinite(r["total_loss"]) for r in rows[:9])
     for line in (out / "metrics.jsonl").read_text().splitlines():
         json.loads(line, parse_constant=lambda c: pytest.fail(f"bare {c}"))
 
