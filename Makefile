@@ -17,10 +17,12 @@ $(STAMP): pyproject.toml
 # Two pytest workers, XLA's backend optimisation off and XLA:CPU's elemental
 # emitters instead of its fusion emitters: compiles dominate the default suite
 # (tiny programs), and these flags more than halve them (tests/suite_flags.py).
+# A module whose tests share module-scoped programs marks itself with an
+# xdist_group, so that they are built on one worker, not on both.
 TEST_XLA_FLAGS := --xla_backend_optimization_level=0 --xla_cpu_use_fusion_emitters=false
 test: $(STAMP)
 	JAX_PLATFORMS=cpu XLA_FLAGS="$(XLA_FLAGS) $(TEST_XLA_FLAGS)" \
-		$(BIN)/python -m pytest -q -n 2
+		$(BIN)/python -m pytest -q -n 2 --dist loadgroup
 
 test-slow: $(STAMP)
 	JAX_PLATFORMS=cpu $(BIN)/python -m pytest -q -m slow

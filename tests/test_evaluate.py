@@ -49,6 +49,9 @@ from ondevice_rl.train.run.segments import (
 from ondevice_rl.train.services.programs import PROGRAMS
 from ondevice_rl.train.services.tensorboard import metric_tag, read_scalars
 
+# The tiny runs (tests/tiny_runs.py) are built once: these tests share a worker.
+pytestmark = pytest.mark.xdist_group("tiny_runs")
+
 
 @pytest.fixture(scope="module", autouse=True)
 def _fast_compiles():

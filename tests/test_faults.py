@@ -43,6 +43,9 @@ from ondevice_rl.train.run.runner import (
 )
 from ondevice_rl.train.sweep.request import save_request
 
+# Its module-scoped programs are built once: its tests share one xdist worker.
+pytestmark = pytest.mark.xdist_group("faults")
+
 HOLD = (
     "import sys, time; from ondevice_rl.train.run.lock import DirLock; "
     "DirLock(sys.argv[1]).acquire(); print('held', flush=True); time.sleep(600)"

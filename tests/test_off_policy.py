@@ -31,6 +31,9 @@ from ondevice_rl.train.kit.off_policy import (
 from ondevice_rl.train.kit.state import policy_params
 from ondevice_rl.train.sweep import DEFAULT_CACHE, build_plan, run_sweep
 
+# Its module-scoped programs are built once: its tests share one xdist worker.
+pytestmark = pytest.mark.xdist_group("off_policy")
+
 FAST = {"xla_backend_optimization_level": 0}
 HOST_MARKERS = ("callback", "infeed", "outfeed", "send", "recv")
 STATS = {"sac": sac.SACStats, "td3": td3.TD3Stats}

@@ -16,6 +16,9 @@ from ondevice_rl.train.run.runner import train_from_config
 from ondevice_rl.train.services.programs import PROGRAMS
 from ondevice_rl.train.use.policy import run_in_gymnasium
 
+# Its module-scoped programs are built once: its tests share one xdist worker.
+pytestmark = pytest.mark.xdist_group("policy")
+
 KEY = jax.random.key(0)
 
 

@@ -29,6 +29,9 @@ from real_fs import MountRefused, tmpfs
 from ondevice_rl.files.checkpoint import Checkpoints
 from ondevice_rl.train.run.runner import resume_training
 
+# Its module-scoped programs are built once: its tests share one xdist worker.
+pytestmark = pytest.mark.xdist_group("real_faults")
+
 SAVE = "ondevice_rl.files.checkpoint:Checkpoints.save"
 INJECTED = "test_a_failed_write_stops_in_one_line_and_a_resume_ends_equal"
 

@@ -15,6 +15,9 @@ import ondevice_rl
 from ondevice_rl.train.cli import main
 from ondevice_rl.train.use import render, renderers
 
+# The tiny runs (tests/tiny_runs.py) are built once: these tests share a worker.
+pytestmark = pytest.mark.xdist_group("tiny_runs")
+
 pytest.importorskip("pygame")
 
 

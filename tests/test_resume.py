@@ -25,6 +25,9 @@ from ondevice_rl.train.run.runner import (
 )
 from ondevice_rl.train.services.programs import PROGRAMS
 
+# Its module-scoped programs are built once: its tests share one xdist worker.
+pytestmark = pytest.mark.xdist_group("resume")
+
 # 48 updates of 4 envs x 32 steps, 12 segments of 4; a checkpoint after each
 # (the segments' host work, not their compute, sets how long a run lasts: a
 # stopped run has ten segments to go when the signal is sent).

@@ -54,6 +54,9 @@ from ondevice_rl.train.sweep.population import EXPLOITED, REFILLED
 from ondevice_rl.train.sweep.programs import check_fits
 from ondevice_rl.train.sweep.rounds import Run, search_setup
 
+# Its module-scoped programs are built once: its tests share one xdist worker.
+pytestmark = pytest.mark.xdist_group("search")
+
 FAST = {"xla_backend_optimization_level": 0}
 TINY = PPOConfig(
     total_timesteps=2 * 8 * 6,  # 6 updates: 3 rounds of 2

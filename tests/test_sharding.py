@@ -20,6 +20,9 @@ from suite_flags import suite_compile_flags
 
 from ondevice_rl.devices import distributed
 
+# Its module-scoped programs are built once: its tests share one xdist worker.
+pytestmark = pytest.mark.xdist_group("sharding")
+
 WORKER = Path(__file__).with_name("sharding_worker.py")
 SCHEDULER_FLAG = "--xla_cpu_enable_concurrency_optimized_scheduler=false"
 TIMEOUT_S = 300
