@@ -608,10 +608,12 @@ def _the_seeds_command_states_the_same(record, tmp_path, capsys):
     out = tmp_path / "seeds"
     argv = ["seeds", str(recipe), "--keys", "10..17", "--sets", "2"]
     argv += ["--eval-episodes", "3", "--cpu-devices", "1", "--no-progress"]
+    same = f"learning_rate={TINY.learning_rate!r}"  # a change that changes nothing
     capsys.readouterr()
-    assert main([*argv, "--out", str(out)]) == 0
+    assert main([*argv, "--set", same, "--out", str(out)]) == 0
     stored = json.loads((out / "seed_sets.json").read_text())
     assert stored["sets"] == record["sets"] and stored["keys"] == "10..17"
+    assert stored["changes"] == [same] and "changes" not in record
     printed = capsys.readouterr().out
     assert printed.startswith(seed_sets.table(record))
     assert (out / "seed_sets.md").read_text() == seed_sets.table(record)

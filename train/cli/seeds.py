@@ -98,7 +98,8 @@ def add_subcommands(subparsers, algo: str | None = None) -> None:
     )  # fmt: skip
     parser.add_argument(
         "--set", action="append", default=[], metavar="FIELD=VALUE",
-        help="change a config field (repeatable), e.g. total_timesteps=100000",
+        help="change a config field (repeatable), e.g. total_timesteps=100000; "
+        "the record lists the changes",
     )  # fmt: skip
     parser.add_argument(
         "--eval-episodes", type=int, default=0, metavar="K",
@@ -169,6 +170,8 @@ def _seeds(args) -> int:
         )
         return 130
     record.update(recipe=args.recipe, keys=args.keys, machine=machine())
+    if args.set:  # the record is of the recipe as changed, and says so
+        record["changes"] = list(args.set)
     table = seed_sets.table(record)
     try:
         out.mkdir(parents=True, exist_ok=True)
