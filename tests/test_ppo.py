@@ -1,5 +1,7 @@
 """PPO: probe-env values, truncation, determinism, recompiles, host silence."""
 
+from functools import partial
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -7,8 +9,9 @@ import pytest
 
 from ondevice_rl.cpu.permutation import one_key_permutation
 from ondevice_rl.metrics import EPISODE_METRICS, final_return
-from ondevice_rl.nn.networks import ActorCritic
+from ondevice_rl.nn.networks import ActorCritic, PolicyOutput
 from ondevice_rl.train import ppo
+from ondevice_rl.train.a2c.loss import Batch, a2c_loss
 from ondevice_rl.train.bench.flops import live_jaxpr
 from ondevice_rl.train.kit.registry import get_algorithm
 from ondevice_rl.train.recipes.loader import load_recipe
@@ -257,3 +260,32 @@ def test_rollout_steps_run_the_actor_alone(algo):
     )
     counts = _dots_in_scans_of(live, 7)  # the rollout's scan, and GAE's
     assert max(counts) == 3, counts
+
+
+@pytest.mark.parametrize("algo", ["ppo", "a2c"])
+def test_normalize_advantages_standardises_what_the_policy_gradient_sees(algo):
+    # Equal old and new log-probabilities (ratio 1, nothing clipped), zero
+    # entropy weight: the policy loss is -mean(A) as given, and 0 once A is
+    # standardised (mean 0); the field is the actor-critics' own (static).
+    adv = jnp.array([1.0, 2.0, 3.0, 6.0])
+    logits = jnp.zeros((4, 2))
+
+    def apply_fn(params, obs):
+        return PolicyOutput(logits, None, jnp.zeros(4))
+
+    config = get_algorithm(algo).config()
+    assert config.normalize_advantages is True
+    hp = config.replace(ent_coef=0.0, vf_coef=0.0).hyperparams
+    action, old = jnp.zeros(4, jnp.int32), jnp.full(4, jnp.log(0.5))
+    if algo == "ppo":
+        batch = ppo.Minibatch(jnp.zeros((4, 1)), action, old, jnp.zeros(4), adv, adv)
+        loss = partial(ppo.ppo_loss, apply_fn, None, batch, hp)
+        as_given, standardised = -adv.mean(), 0.0
+    else:  # A2C's loss weighs log pi(a|s) = log 0.5 by A
+        batch = Batch(jnp.zeros((4, 1)), action, adv, adv)
+        loss = partial(a2c_loss, apply_fn, None, batch, hp)
+        as_given, standardised = -(jnp.log(0.5) * adv).mean(), 0.0
+    np.testing.assert_allclose(loss(normalize_advantages=False)[0], as_given, rtol=1e-6)
+    np.testing.assert_allclose(
+        loss(normalize_advantages=True)[0], standardised, atol=1e-6
+    )

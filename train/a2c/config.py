@@ -38,7 +38,6 @@ class A2CConfig(RolloutSizes, ActorCriticConfig):
     num_steps: int = 5
     optimizer: str = "rmsprop"
     use_gae: bool = False
-    normalize_advantages: bool = True
     rmsprop_decay: float = traced(0.99, UNIT, "RMSprop's decay (RMSprop only)")
     lr_schedule: str = "linear"
     learning_rate: float = 7e-4

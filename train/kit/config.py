@@ -204,8 +204,11 @@ class OnPolicyConfig(LearnerConfig):
 
 @dataclasses.dataclass(frozen=True)
 class ActorCriticConfig(OnPolicyConfig):
-    """Fields of the actor-critic learners (PPO, A2C)."""
+    """Fields of the actor-critic learners (PPO, A2C). ``normalize_advantages``
+    (static) standardises the advantages of each batch or minibatch before
+    the policy gradient."""
 
+    normalize_advantages: bool = True
     gae_lambda: float = traced(0.95, UNIT, "GAE's λ")
     ent_coef: float = traced(0.01, NON_NEGATIVE, "entropy bonus weight")
     vf_coef: float = traced(0.5, NON_NEGATIVE, "value loss weight")

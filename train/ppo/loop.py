@@ -8,6 +8,7 @@ is here and in ``loss.py``.
 """
 
 from collections.abc import Callable
+from functools import partial
 from typing import NamedTuple
 
 import jax
@@ -70,7 +71,8 @@ def make_learner(config: PPOConfig, setup: EnvSetup) -> OnPolicyLearner:
         )
 
     policy = actor_critic_policy(agent, setup)
-    return OnPolicyLearner(agent, act, batch, ppo_loss, optimizer, policy)
+    loss = partial(ppo_loss, normalize_advantages=config.normalize_advantages)
+    return OnPolicyLearner(agent, act, batch, loss, optimizer, policy)
 
 
 def make_trainer(

@@ -35,15 +35,19 @@ def ppo_loss(
     params: Any,
     batch: Minibatch,
     hp: Hyperparams,
+    normalize_advantages: bool = True,
 ) -> tuple[jax.Array, LossStats]:
-    """Clipped surrogate + clipped value loss − entropy bonus (scalar, stats)."""
+    """Clipped surrogate + clipped value loss − entropy bonus (scalar, stats);
+    ``normalize_advantages`` (static) standardises the minibatch's advantages
+    first."""
     pi = apply_fn(params, batch.obs)
     new_log_prob = log_prob(pi, batch.action)
     log_ratio = new_log_prob - batch.log_prob
     ratio = jnp.exp(log_ratio)
 
     adv = batch.advantage
-    adv = (adv - adv.mean()) / (adv.std() + 1e-8)
+    if normalize_advantages:
+        adv = (adv - adv.mean()) / (adv.std() + 1e-8)
     clipped_ratio = jnp.clip(ratio, 1.0 - hp.clip_eps, 1.0 + hp.clip_eps)
     pg_loss = -jnp.minimum(ratio * adv, clipped_ratio * adv).mean()
 
