@@ -17,9 +17,11 @@ import os
 import shutil
 import signal
 import socket
+import struct
 import subprocess
 import sys
 import time
+import zipfile
 from pathlib import Path
 
 import fault_injection
@@ -78,9 +80,23 @@ def _damage(path: Path, how: str) -> None:
         path.write_bytes(data[: len(data) // 2])
     elif how == "empty":
         path.write_bytes(b"")
-    else:  # flip one byte in the middle
-        i = len(data) // 2
+    else:  # flip one byte in the middle (of a zip: of its largest member's data)
+        i = _middle_of_largest_member(path) if zipfile.is_zipfile(path) else None
+        i = len(data) // 2 if i is None else i
         path.write_bytes(data[:i] + bytes([data[i] ^ 0xFF]) + data[i + 1 :])
+
+
+def _middle_of_largest_member(path: Path) -> int:
+    """The offset of the middle byte of a zip's largest stored member: a
+    byte its CRC covers (the middle of the file may fall on a header's
+    timestamp, which no reader checks and no reader needs)."""
+    with zipfile.ZipFile(path) as archive:
+        info = max(archive.infolist(), key=lambda i: i.compress_size)
+    with open(path, "rb") as f:
+        f.seek(info.header_offset + 26)  # the local header's two name lengths
+        name_len, extra_len = struct.unpack("<HH", f.read(4))
+    start = info.header_offset + 30 + name_len + extra_len
+    return start + info.compress_size // 2
 
 
 def _snapshot(folder: Path) -> dict[str, str]:
