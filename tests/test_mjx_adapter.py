@@ -3,6 +3,8 @@ simulator, our time limit, no reset inside ``step``, resets for the ended
 episodes only (the message without
 Playground: test_adapters.py)."""
 
+import importlib.util
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -12,11 +14,18 @@ from ondevice_rl import envs
 from ondevice_rl.env.wrappers import AutoReset
 from ondevice_rl.envs.mjx_adapter import DM_CONTROL_SUITE
 
-playground = pytest.importorskip("mujoco_playground")
+# Found, not imported: importing Playground (MJX, Warp) takes about 4 s,
+# which every pytest worker would pay while collecting.
+pytestmark = pytest.mark.skipif(
+    importlib.util.find_spec("mujoco_playground") is None,
+    reason="needs mujoco_playground (pip install 'ondevice_rl[mjx]')",
+)
 
 
 def test_names_are_playgrounds_dm_control_suite():
-    assert set(DM_CONTROL_SUITE) == set(playground.registry.dm_control_suite.ALL_ENVS)
+    from mujoco_playground import registry  # imported here: see pytestmark
+
+    assert set(DM_CONTROL_SUITE) == set(registry.dm_control_suite.ALL_ENVS)
     listed = [n for n in envs.names() if n.startswith("mjx/")]
     assert sorted(listed) == sorted(f"mjx/{n}" for n in DM_CONTROL_SUITE)
 
