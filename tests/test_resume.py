@@ -272,11 +272,9 @@ def test_nan_guard_names_the_first_bad_update_and_keeps_the_good_checkpoint(tmp_
         num_minibatches=1, hidden=(8,),
     )  # fmt: skip
     out = tmp_path / "nan"
-    done = []
 
-    def stop_after_two(updates, env_steps, latest):
-        done.append(updates)
-        if len(done) == 2:
+    def stop_after_two(updates, env_steps, latest):  # segments of 4 updates
+        if updates == 8:
             raise KeyboardInterrupt
 
     first = train_from_config(
