@@ -7,8 +7,9 @@ directory and without a per-fence skip), while these docs also hold shell
 sessions that must run in a scratch directory, with the training commands
 cut short, and a fence that cannot run here says why in its info string
 (```` ```bash {skip="needs a GPU"} ````), counted below; a fence whose
-path a cheaper default test already runs names that test in a ``slow="..."``
-attribute (``tests/FILE.py::TEST``) and runs under ``make test-slow``.
+paths cheaper default tests already run names them in a ``slow="..."``
+attribute (``tests/FILE.py::TEST``, each checked to be in the default
+suite) and runs under ``make test-slow``.
 
 * Python fences run in this process (JAX is already imported, so a snippet
   costs its compiles only), each in a fresh namespace (an undefined name
@@ -211,14 +212,32 @@ def test_the_collector_and_the_cut():
     assert plain_commands("python -c 'a\nb'\n") == ([], "python -c 'a\nb'\n")
 
 
-def test_a_slow_fence_names_the_default_test_that_covers_it():
+def _is_default(source: str, test: str) -> bool:
+    """Whether ``def test(`` is in ``source`` and runs in the default suite
+    (neither it nor its module is marked slow)."""
+    lines = source.splitlines()
+    at = next((i for i, x in enumerate(lines) if x.startswith(f"def {test}(")), None)
+    if at is None or re.search(r"^pytestmark = .*mark\.slow", source, re.M):
+        return False
+    while at > 0 and lines[at - 1].startswith(("@", " ", ")", "]")):
+        at -= 1
+        if "mark.slow" in lines[at]:
+            return False
+    return True
+
+
+def test_a_slow_fence_names_the_default_tests_that_cover_it():
     slow = [s for s in SNIPPETS if s.slow is not None]
     assert slow, "no slow fences: drop the attribute's support"
     for snippet in slow:
-        named = COVERED_BY.search(snippet.slow)
+        named = list(COVERED_BY.finditer(snippet.slow))
         assert named, f"{snippet.name}: slow= names no tests/FILE.py::TEST"
-        source = (ROOT / "tests" / named["file"]).read_text()
-        assert f"def {named['test']}(" in source, f"{snippet.name}: {snippet.slow}"
+        for test in named:
+            source = (ROOT / "tests" / test["file"]).read_text()
+            assert _is_default(source, test["test"]), f"{snippet.name}: {test[0]}"
+    source = "@pytest.mark.slow\ndef test_a():\n    pass\n\ndef test_b():\n"
+    assert not _is_default(source, "test_a") and _is_default(source, "test_b")
+    assert not _is_default(source, "test_c")
 
 
 @pytest.mark.parametrize(
