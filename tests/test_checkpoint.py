@@ -1,5 +1,6 @@
 """ondevice_rl.files.checkpoint: save/restore round trips, typed PRNG keys included."""
 
+import shutil
 from typing import NamedTuple
 
 import jax
@@ -70,3 +71,22 @@ def test_empty_arrays_round_trip(tmp_path):
         np.testing.assert_array_equal(out["x"], [0.0, 1.0, 2.0])
     _assert_equal(state["s"], restored["s"])
     _assert_equal(state["s"], numbered["s"])
+
+
+def test_a_failed_save_written_into_while_it_is_removed_is_removed(
+    tmp_path, monkeypatch
+):
+    # A write of the failed save still in flight lands after the first removal.
+    tree = tmp_path / "4.orbax-checkpoint-tmp"
+    (tree / "item").mkdir(parents=True)
+    removed, rmtree = [], shutil.rmtree
+
+    def racing(path, ignore_errors=False):
+        rmtree(path, ignore_errors=ignore_errors)
+        removed.append(path)
+        if len(removed) == 1:
+            (tree / "late").mkdir(parents=True)
+
+    monkeypatch.setattr(shutil, "rmtree", racing)
+    checkpoint._remove_tree(tree)
+    assert not tree.exists() and removed == [tree, tree]

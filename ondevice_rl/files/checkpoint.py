@@ -20,6 +20,7 @@ orbax refuses them: they are left out and rebuilt from ``like`` on restore.
 """
 
 import shutil
+import time
 from pathlib import Path
 from typing import Any
 
@@ -251,7 +252,7 @@ class Checkpoints:
         partial = [*self.directory.glob(f"{step}.orbax-checkpoint-tmp*")]
         for path in [*partial, self.path(step)]:
             if path.is_dir() and checksums.verify(path) is not None:
-                shutil.rmtree(path, ignore_errors=True)
+                _remove_tree(path)
 
     def check(self, step: int, like: Any) -> None:
         """``CheckpointMismatch`` unless checkpoint ``step`` holds every leaf
@@ -299,3 +300,15 @@ def restore(path: str | Path, like: Any) -> Any:
     with ocp.StandardCheckpointer() as checkpointer:
         restored = checkpointer.restore(path, _abstract(like))
     return _from_stored(like, restored)
+
+
+def _remove_tree(path: Path, tries: int = 6) -> None:
+    """``shutil.rmtree``, again until ``path`` is gone (about 3 s at most).
+    The write that failed a save ends it, but the save's other writes
+    (tensorstore's threads) can still add files while the tree is removed:
+    once in a suite run a full disk's ``4.orbax-checkpoint-tmp`` stayed."""
+    for attempt in range(tries):
+        shutil.rmtree(path, ignore_errors=True)
+        if not path.exists():
+            return
+        time.sleep(0.05 * 2**attempt)
