@@ -35,6 +35,7 @@ import signal  # noqa: E402
 from importlib.metadata import version  # noqa: E402
 
 import pytest  # noqa: E402
+from packaging.version import Version  # noqa: E402  (pytest's own dependency)
 
 import ondevice_rl  # noqa: E402, F401  (sets XLA_FLAGS before jax starts)
 from ondevice_rl.train.services.compile_cache import (  # noqa: E402
@@ -80,8 +81,8 @@ def _loadgroup_message(what: str) -> str:
     )
 
 
-def _release(name: str) -> tuple[int, int]:
-    return tuple(int(part) for part in version(name).split(".")[:2])
+def _release(name: str) -> tuple[int, ...]:
+    return Version(version(name)).release[:2]
 
 
 def pytest_configure(config):

@@ -214,16 +214,21 @@ def test_the_collector_and_the_cut():
 
 def _is_default(source: str, test: str) -> bool:
     """Whether ``def test(`` is in ``source`` and runs in the default suite
-    (neither it nor its module is marked slow)."""
-    lines = source.splitlines()
-    at = next((i for i, x in enumerate(lines) if x.startswith(f"def {test}(")), None)
-    if at is None or re.search(r"^pytestmark = .*mark\.slow", source, re.M):
-        return False
-    while at > 0 and lines[at - 1].startswith(("@", " ", ")", "]")):
-        at -= 1
-        if "mark.slow" in lines[at]:
-            return False
-    return True
+    (neither its decorators, a slow param's included, nor its module's
+    ``pytestmark`` name ``mark.slow``)."""
+    module = ast.parse(source)
+    marks = [
+        node.value
+        for node in module.body
+        if isinstance(node, ast.Assign)
+        and any(getattr(t, "id", None) == "pytestmark" for t in node.targets)
+    ]
+    for node in module.body:
+        if isinstance(node, ast.FunctionDef) and node.name == test:
+            return not any(
+                "mark.slow" in ast.unparse(m) for m in [*marks, *node.decorator_list]
+            )
+    return False
 
 
 def test_a_slow_fence_names_the_default_tests_that_cover_it():
@@ -235,7 +240,7 @@ def test_a_slow_fence_names_the_default_tests_that_cover_it():
         for test in named:
             source = (ROOT / "tests" / test["file"]).read_text()
             assert _is_default(source, test["test"]), f"{snippet.name}: {test[0]}"
-    source = "@pytest.mark.slow\ndef test_a():\n    pass\n\ndef test_b():\n"
+    source = "@pytest.mark.slow\ndef test_a():\n    pass\n\ndef test_b():\n    pass\n"
     assert not _is_default(source, "test_a") and _is_default(source, "test_b")
     assert not _is_default(source, "test_c")
 
