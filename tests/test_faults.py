@@ -337,12 +337,6 @@ def test_sweep_resume_refuses_changed_flags(tmp_path, capsys):
 
 
 def test_a_failed_write_stops_in_one_line_and_a_resume_ends_equal(reference, tmp_path):
-    cases = {"full": "ENOSPC", "read-only": "EROFS"}  # of the whole directory
-    procs = {}
-    for name, code in cases.items():
-        out = tmp_path / name
-        fault = (out, code, 30_000)  # bytes written before the fault
-        procs[name] = _spawn([*TRAIN, "--out", str(out)], fault=fault)
     out = tmp_path / "metrics-only"  # the disk fills while appending rows
     undo = fault_injection.install(out, errno.ENOSPC, 1_500, "metrics.jsonl")
     try:
@@ -357,6 +351,17 @@ def test_a_failed_write_stops_in_one_line_and_a_resume_ends_equal(reference, tmp
     info = json.loads((out / "config.json").read_text())
     assert info["status"] == "failed" and info["reason"] in line
     _assert_same_as(reference, out, resume_training(out, progress=False).state)
+
+
+@pytest.mark.slow  # ~8 s: two CLI processes. test_real_faults.py fills a real
+# tmpfs and remounts one read-only under the CLI in the default suite.
+def test_a_directory_that_fails_every_write_stops_in_one_line(reference, tmp_path):
+    cases = {"full": "ENOSPC", "read-only": "EROFS"}  # of the whole directory
+    procs = {}
+    for name, code in cases.items():
+        out = tmp_path / name
+        fault = (out, code, 30_000)  # bytes written before the fault
+        procs[name] = _spawn([*TRAIN, "--out", str(out)], fault=fault)
     for name, proc in procs.items():
         assert proc.wait(timeout=300) == 1, proc.stderr.read()
         out = tmp_path / name

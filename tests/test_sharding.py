@@ -110,6 +110,9 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+@pytest.mark.slow  # ~17 s: two processes compiling both programs. The default
+# suite checks the same programs over 2 devices in one process (above) and the
+# runtime's configuration (below); this adds the gloo collectives across hosts.
 def test_two_processes_match_one_process_with_two_devices(single, tmp_path):
     port, out = _free_port(), tmp_path / "multihost.npz"
     procs = [
