@@ -54,6 +54,11 @@ def product_emitters():
 #: cache (the suite's XLA_FLAGS set it for every other compile).
 FAST = {"xla_backend_optimization_level": 0}
 
+#: XLA's backend optimisation on, for the few programs that run long enough
+#: for it to pay (a probe's thousands of gradient steps, several seeds of a
+#: learning check): a few seconds more compile, several times faster runs.
+OPTIMISED = {"xla_backend_optimization_level": 2}
+
 
 @contextlib.contextmanager
 def fast_compiles():

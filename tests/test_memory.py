@@ -8,6 +8,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from suite_flags import OPTIMISED
 
 from ondevice_rl import make
 from ondevice_rl.evaluation import evaluate
@@ -56,14 +57,10 @@ def _probe_config(name, memory, total=None):
     )
 
 
-#: XLA's backend optimisation for the probe runs (the suite's flags turn it
-#: off): PPO's 4 GRU runs of 15k steps compile as fast and run in 1.4 s
-#: instead of 6.9 s.
-OPTIMISED = {"xla_backend_optimization_level": 2}
-
-
 @functools.cache
 def _trained(name, memory):
+    # Optimised: PPO's 4 GRU runs of 15k steps compile as fast and run in
+    # 1.4 s instead of 6.9 s.
     config = _probe_config(name, memory)
     train = jax.vmap(get_algorithm(name).make_train(config), in_axes=(0, None))
     train = jax.jit(train).lower(SEEDS, config.hyperparams)
