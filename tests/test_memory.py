@@ -63,8 +63,7 @@ def _trained(name, memory):
     # 1.4 s instead of 6.9 s.
     config = _probe_config(name, memory)
     train = jax.vmap(get_algorithm(name).make_train(config), in_axes=(0, None))
-    train = jax.jit(train).lower(SEEDS, config.hyperparams)
-    return config, train.compile(compiler_options=OPTIMISED)(SEEDS, config.hyperparams)
+    return config, jax.jit(train, compiler_options=OPTIMISED)(SEEDS, config.hyperparams)
 
 
 @pytest.mark.parametrize(
