@@ -38,11 +38,11 @@ import tempfile
 from pathlib import Path
 
 import numpy as np
+from suite_flags import FAST
 
 import ondevice_rl  # noqa: F401  (XLA CPU flags before JAX starts)
 from ondevice_rl.devices import distributed
 
-FAST = {"xla_backend_optimization_level": 0}
 TINY = dict(
     total_timesteps=4 * 8 * 4,
     num_envs=4,

@@ -15,7 +15,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from suite_flags import OPTIMISED
+from suite_flags import FAST, OPTIMISED
 
 from ondevice_rl.env.spaces import Box
 from ondevice_rl.evaluation import evaluate
@@ -36,7 +36,6 @@ from ondevice_rl.train.sweep import DEFAULT_CACHE, build_plan, run_sweep
 # Its module-scoped programs are built once: its tests share one xdist worker.
 pytestmark = pytest.mark.xdist_group("off_policy")
 
-FAST = {"xla_backend_optimization_level": 0}
 HOST_MARKERS = ("callback", "infeed", "outfeed", "send", "recv")
 STATS = {"sac": sac.SACStats, "td3": td3.TD3Stats}
 

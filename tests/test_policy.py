@@ -8,12 +8,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from suite_flags import fast_compiles
 
 import ondevice_rl
 from ondevice_rl.evaluation import evaluate
 from ondevice_rl.train import get_algorithm
 from ondevice_rl.train.run.runner import train_from_config
-from ondevice_rl.train.services.programs import PROGRAMS
 from ondevice_rl.train.use.policy import run_in_gymnasium
 
 # Its module-scoped programs are built once: its tests share one xdist worker.
@@ -41,12 +41,8 @@ def cartpole(tmp_path_factory):
     without XLA's backend optimisation (faster to build, slower to run)."""
     out = tmp_path_factory.mktemp("policy") / "cartpole"
     config = get_algorithm("ppo").config(env="CartPole-v1", total_timesteps=75_000)
-    saved = PROGRAMS.compiler_options
-    PROGRAMS.compiler_options = {"xla_backend_optimization_level": 0}
-    try:
+    with fast_compiles():
         train_from_config(config, seed=0, out_dir=out, num_segments=1, progress=False)
-    finally:
-        PROGRAMS.compiler_options = saved
     return out
 
 

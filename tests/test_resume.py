@@ -11,7 +11,7 @@ import time
 import jax
 import numpy as np
 import pytest
-from suite_flags import cached_even_if_quick
+from suite_flags import FAST, cached_even_if_quick
 
 from ondevice_rl.files.checkpoint import Checkpoints
 from ondevice_rl.train import get_algorithm
@@ -214,9 +214,7 @@ SMALL = {
 def fast_compiles(monkeypatch):
     """Programs compiled without XLA's backend optimisation (a few times
     faster to build on CPU): equality holds at any level."""
-    monkeypatch.setattr(
-        PROGRAMS, "compiler_options", {"xla_backend_optimization_level": 0}
-    )
+    monkeypatch.setattr(PROGRAMS, "compiler_options", FAST)
 
 
 @pytest.mark.parametrize(

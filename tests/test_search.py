@@ -24,6 +24,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from kill_9 import kill_9_when
+from suite_flags import FAST
 
 import ondevice_rl
 from ondevice_rl.devices.sharding import make_mesh
@@ -57,7 +58,6 @@ from ondevice_rl.train.sweep.rounds import Run, search_setup
 # Its module-scoped programs are built once: its tests share one xdist worker.
 pytestmark = pytest.mark.xdist_group("search")
 
-FAST = {"xla_backend_optimization_level": 0}
 TINY = PPOConfig(
     total_timesteps=2 * 8 * 6,  # 6 updates: 3 rounds of 2
     num_envs=2,

@@ -19,6 +19,7 @@ import jax
 import numpy as np
 import pytest
 from kill_9 import kill_9_when
+from suite_flags import FAST
 
 import ondevice_rl
 from ondevice_rl import envs
@@ -54,7 +55,6 @@ from ondevice_rl.train.sweep import (
 from ondevice_rl.train.sweep.member_eval import EVAL_SALT
 from ondevice_rl.train.use.loading import load_run
 
-FAST = {"xla_backend_optimization_level": 0}
 TINY = PPOConfig(
     total_timesteps=2 * 8 * 6,  # 6 updates
     num_envs=2,
