@@ -7,12 +7,14 @@ commit of its own that says why, with the file rewritten by::
     python tests/test_golden.py --write
 
 Results depend on the compiler's flags (the default suite's compile-speed
-flags, ``suite_flags.py``, or XLA's defaults) and on the vector instructions
-XLA:CPU compiles for (AVX-512, AVX2 or AVX: float32 sums are associated
-differently), so the file keeps one set per flag profile (``suite`` or
-``default``) and instruction set; ``--write`` computes both profiles on this
-machine, each in a subprocess with its own flags, and keeps the other
-machines' sets. On a machine whose instruction set has no set yet, the
+flags, ``suite_flags.py``, or XLA's defaults) and on the CPU XLA:CPU compiles
+for: its vector instructions (AVX-512, AVX2 or AVX) and LLVM's model of the
+chip, which differs by vendor (an AMD EPYC with AVX-512, LLVM's ``znver4``,
+rounds PPO's ``approx_kl`` differently from an Intel Xeon with AVX-512): float32
+sums are associated differently. So the file keeps one set per flag profile
+(``suite`` or ``default``), instruction set and vendor; ``--write`` computes
+both profiles on this machine, each in a subprocess with its own flags, and
+keeps the other machines' sets. On a machine that has no set yet, the
 metrics are compared with the nearest set of the same profile within float32
 rounding (rtol 1e-4): still a change of the arithmetic's meaning fails, and
 ``--write`` there pins it bitwise.
@@ -99,25 +101,28 @@ def _learner(name: str) -> str:
     return name.split("_")[0]
 
 
-def _isa() -> str:
-    """The widest x86 vector extension this CPU has (what XLA:CPU targets),
-    else the machine's architecture."""
+def _cpu() -> str:
+    """The widest x86 vector extension this CPU has (what XLA:CPU targets) and
+    its vendor, else the machine's architecture."""
     try:
         text = pathlib.Path("/proc/cpuinfo").read_text()
     except OSError:
         return platform.machine()
-    flags = set(
-        next((ln for ln in text.splitlines() if ln.startswith("flags")), "").split()
-    )
-    return next(
-        (f for f in ("avx512f", "avx2", "avx") if f in flags), platform.machine()
-    )
+
+    def field(name: str) -> str:
+        line = next((ln for ln in text.splitlines() if ln.startswith(name)), "")
+        return line.partition(":")[2].strip()
+
+    flags = set(field("flags").split())
+    isa = next((f for f in ("avx512f", "avx2", "avx") if f in flags), None)
+    vendor = {"GenuineIntel": "intel", "AuthenticAMD": "amd"}.get(field("vendor_id"))
+    return f"{isa} {vendor or 'x86'}" if isa else platform.machine()
 
 
 def _profile() -> str:
     flags = os.environ.get("XLA_FLAGS", "").split()
     profile = "suite" if all(f in flags for f in SUITE.split()) else "default"
-    return f"{profile} {_isa()}"
+    return f"{profile} {_cpu()}"
 
 
 def _golden() -> tuple[dict, bool]:
@@ -184,7 +189,7 @@ def _write() -> None:
             [sys.executable, "-c", code], env=env, check=True, capture_output=True
         )
         digests = json.loads(out.stdout.decode().strip().splitlines()[-1])
-        table[f"{level} {_isa()}"] = digests
+        table[f"{level} {_cpu()}"] = digests
     GOLDEN.write_text(json.dumps(table, indent=1, sort_keys=True) + "\n")
 
 
