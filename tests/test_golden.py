@@ -127,13 +127,16 @@ def _profile() -> str:
 
 def _golden() -> tuple[dict, bool]:
     """This machine's pins and whether they are its own (else the pins of
-    another instruction set at the same optimisation level)."""
+    another machine at the same optimisation level, one with the same
+    instruction set first)."""
     table = json.loads(GOLDEN.read_text())
     profile = _profile()
     if profile in table:
         return table[profile], True
-    level = profile.split()[0]
-    return next(v for k, v in sorted(table.items()) if k.split()[0] == level), False
+    level, isa = profile.split()[:2]
+    same_level = [k for k in sorted(table) if k.split()[0] == level]
+    nearest = min(same_level, key=lambda k: k.split()[1:2] != [isa])
+    return table[nearest], False
 
 
 def _digest(algo: str) -> dict:
