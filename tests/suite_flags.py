@@ -37,17 +37,27 @@ PRODUCT_EMITTERS = {"xla_cpu_use_fusion_emitters": True}
 
 
 @contextlib.contextmanager
-def product_emitters():
-    """Programs compiled through the program cache inside use
-    ``PRODUCT_EMITTERS`` (on top of the cache's options)."""
+def _program_options(options: dict | None):
+    """Programs compiled through the program cache inside use ``options``."""
     from ondevice_rl.train.services.programs import PROGRAMS
 
     saved = PROGRAMS.compiler_options
-    PROGRAMS.compiler_options = {**(saved or {}), **PRODUCT_EMITTERS}
+    PROGRAMS.compiler_options = options
     try:
         yield
     finally:
         PROGRAMS.compiler_options = saved
+
+
+@contextlib.contextmanager
+def product_emitters():
+    """Programs compiled through the program cache inside use
+    ``PRODUCT_EMITTERS`` on top of the cache's options when entered (inside
+    ``fast_compiles``, on top of ``FAST``)."""
+    from ondevice_rl.train.services.programs import PROGRAMS
+
+    with _program_options({**(PROGRAMS.compiler_options or {}), **PRODUCT_EMITTERS}):
+        yield
 
 
 #: XLA's backend optimisation off for programs compiled through a program
@@ -60,17 +70,9 @@ FAST = {"xla_backend_optimization_level": 0}
 OPTIMISED = {"xla_backend_optimization_level": 2}
 
 
-@contextlib.contextmanager
 def fast_compiles():
     """Programs compiled through the program cache inside use ``FAST``."""
-    from ondevice_rl.train.services.programs import PROGRAMS
-
-    saved = PROGRAMS.compiler_options
-    PROGRAMS.compiler_options = FAST
-    try:
-        yield
-    finally:
-        PROGRAMS.compiler_options = saved
+    return _program_options(FAST)
 
 
 @contextlib.contextmanager

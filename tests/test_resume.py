@@ -11,7 +11,8 @@ import time
 import jax
 import numpy as np
 import pytest
-from suite_flags import FAST, cached_even_if_quick
+import suite_flags
+from suite_flags import cached_even_if_quick
 
 from ondevice_rl.files.checkpoint import Checkpoints
 from ondevice_rl.train import get_algorithm
@@ -23,7 +24,6 @@ from ondevice_rl.train.run.runner import (
     resume_training,
     train_from_config,
 )
-from ondevice_rl.train.services.programs import PROGRAMS
 
 # Its module-scoped programs are built once: its tests share one xdist worker.
 pytestmark = pytest.mark.xdist_group("resume")
@@ -211,10 +211,11 @@ SMALL = {
 
 
 @pytest.fixture
-def fast_compiles(monkeypatch):
+def fast_compiles():
     """Programs compiled without XLA's backend optimisation (a few times
     faster to build on CPU): equality holds at any level."""
-    monkeypatch.setattr(PROGRAMS, "compiler_options", FAST)
+    with suite_flags.fast_compiles():
+        yield
 
 
 @pytest.mark.parametrize(
