@@ -135,8 +135,8 @@ def _golden() -> tuple[dict, bool]:
         return table[profile], True
     level, isa = profile.split()[:2]
     same_level = [k for k in sorted(table) if k.split()[0] == level]
-    nearest = min(same_level, key=lambda k: k.split()[1:2] != [isa])
-    return table[nearest], False
+    same_isa = [k for k in same_level if k.split()[1] == isa]
+    return table[(same_isa or same_level)[0]], False
 
 
 def _digest(algo: str) -> dict:

@@ -11,8 +11,8 @@ import time
 import jax
 import numpy as np
 import pytest
-import suite_flags
 from suite_flags import cached_even_if_quick
+from suite_flags import fast_compiles as _fast_compiles
 
 from ondevice_rl.files.checkpoint import Checkpoints
 from ondevice_rl.train import get_algorithm
@@ -214,7 +214,7 @@ SMALL = {
 def fast_compiles():
     """Programs compiled without XLA's backend optimisation (a few times
     faster to build on CPU): equality holds at any level."""
-    with suite_flags.fast_compiles():
+    with _fast_compiles():
         yield
 
 
