@@ -1,6 +1,5 @@
 """ondevice_rl.files.checkpoint: save/restore round trips, typed PRNG keys included."""
 
-import shutil
 from typing import NamedTuple
 
 import jax
@@ -73,20 +72,21 @@ def test_empty_arrays_round_trip(tmp_path):
     _assert_equal(state["s"], numbered["s"])
 
 
-def test_a_failed_save_written_into_while_it_is_removed_is_removed(
+def test_a_failed_save_made_again_after_it_was_removed_is_removed(
     tmp_path, monkeypatch
 ):
-    # A write of the failed save still in flight lands after the first removal.
+    # A write of the failed save still in flight lands after the tree is gone
+    # and makes it again; the next look finds it and removes it too.
     tree = tmp_path / "4.orbax-checkpoint-tmp"
     (tree / "item").mkdir(parents=True)
-    removed, rmtree = [], shutil.rmtree
+    waits = []
 
-    def racing(path, ignore_errors=False):
-        rmtree(path, ignore_errors=ignore_errors)
-        removed.append(path)
-        if len(removed) == 1:
+    def late_write(seconds):
+        waits.append(seconds)
+        if len(waits) == 1:
+            assert not tree.exists()
             (tree / "late").mkdir(parents=True)
 
-    monkeypatch.setattr(shutil, "rmtree", racing)
-    checkpoint._remove_tree(tree)
-    assert not tree.exists() and removed == [tree, tree]
+    monkeypatch.setattr(checkpoint.time, "sleep", late_write)
+    checkpoint._remove_until_quiet(lambda: [p for p in [tree] if p.exists()])
+    assert not tree.exists() and len(waits) == 2

@@ -19,8 +19,10 @@ Arrays with a zero-size dimension (MJX's ``Data`` has some) hold no data and
 orbax refuses them: they are left out and rebuilt from ``like`` on restore.
 """
 
+import os
 import shutil
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -249,10 +251,16 @@ class Checkpoints:
         """Removes what a failed save of ``step`` left (its space is what a
         full disk needs to record the stop); on a read-only disk it stays,
         unverified, and is skipped as such."""
-        partial = [*self.directory.glob(f"{step}.orbax-checkpoint-tmp*")]
-        for path in [*partial, self.path(step)]:
-            if path.is_dir() and checksums.verify(path) is not None:
-                _remove_tree(path)
+        _remove_until_quiet(
+            lambda: [
+                path
+                for path in (
+                    *self.directory.glob(f"{step}.orbax-checkpoint-tmp*"),
+                    self.path(step),
+                )
+                if path.is_dir() and checksums.verify(path) is not None
+            ]
+        )
 
     def check(self, step: int, like: Any) -> None:
         """``CheckpointMismatch`` unless checkpoint ``step`` holds every leaf
@@ -302,13 +310,28 @@ def restore(path: str | Path, like: Any) -> Any:
     return _from_stored(like, restored)
 
 
-def _remove_tree(path: Path, tries: int = 6) -> None:
-    """``shutil.rmtree``, again until ``path`` is gone (about 3 s at most).
-    The write that failed a save ends it, but the save's other writes
-    (tensorstore's threads) can still add files while the tree is removed:
-    once in a suite run a full disk's ``4.orbax-checkpoint-tmp`` stayed."""
-    for attempt in range(tries):
-        shutil.rmtree(path, ignore_errors=True)
-        if not path.exists():
+_QUIET_S = 0.25
+_QUIET_LIMIT_S = 3.0
+
+
+def _remove_until_quiet(partial: Callable[[], list[Path]]) -> None:
+    """Removes the trees ``partial()`` lists until a look ``_QUIET_S`` after
+    the last removal finds none (``_QUIET_LIMIT_S`` at most). The write that
+    failed a save ends it, but the save's other writes go on in
+    tensorstore's threads (orbax gathers them; the first error is raised
+    while the rest still run) and can make the tree again after it was
+    removed: in suite runs a full disk's ``4.orbax-checkpoint-tmp`` stayed.
+    A tree on a read-only file system is left at once."""
+    deadline = time.monotonic() + _QUIET_LIMIT_S
+    while left := partial():
+        for path in left:
+            shutil.rmtree(path, ignore_errors=True)
+            if path.exists() and _read_only(path):
+                return
+        if time.monotonic() > deadline:
             return
-        time.sleep(0.05 * 2**attempt)
+        time.sleep(_QUIET_S)
+
+
+def _read_only(path: Path) -> bool:
+    return bool(os.statvfs(path).f_flag & os.ST_RDONLY)
