@@ -336,4 +336,7 @@ def _remove_until_quiet(partial: Callable[[], list[Path]]) -> None:
 
 
 def _read_only(path: Path) -> bool:
-    return bool(os.statvfs(path).f_flag & os.ST_RDONLY)
+    try:
+        return bool(os.statvfs(path).f_flag & os.ST_RDONLY)
+    except OSError:  # gone since it was seen: not read-only
+        return False
