@@ -19,10 +19,7 @@ Arrays with a zero-size dimension (MJX's ``Data`` has some) hold no data and
 orbax refuses them: they are left out and rebuilt from ``like`` on restore.
 """
 
-import os
 import shutil
-import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +28,7 @@ import numpy as np
 import orbax.checkpoint as ocp
 
 from ondevice_rl.files import checksums, library_noise
+from ondevice_rl.files.partial_saves import remove_until_quiet
 
 #: Where orbax's manager puts a numbered checkpoint's one (unnamed) item.
 _ITEM = "default"
@@ -251,7 +249,7 @@ class Checkpoints:
         """Removes what a failed save of ``step`` left (its space is what a
         full disk needs to record the stop); on a read-only disk it stays,
         unverified, and is skipped as such."""
-        _remove_until_quiet(
+        remove_until_quiet(
             lambda: [
                 path
                 for path in (
@@ -308,35 +306,3 @@ def restore(path: str | Path, like: Any) -> Any:
     with ocp.StandardCheckpointer() as checkpointer:
         restored = checkpointer.restore(path, _abstract(like))
     return _from_stored(like, restored)
-
-
-_QUIET_S = 0.5
-_QUIET_LIMIT_S = 5.0
-
-
-def _remove_until_quiet(partial: Callable[[], list[Path]]) -> None:
-    """Removes the trees ``partial()`` lists until a look ``_QUIET_S`` after
-    the last removal finds none (``_QUIET_LIMIT_S`` at most). The write that
-    failed a save ends it, but the save's other writes go on in
-    tensorstore's threads (orbax gathers them; the first error is raised
-    while the rest still run) and can make the tree again after it was
-    removed: with the two cores busy, a full disk's
-    ``4.orbax-checkpoint-tmp`` came back 0.25 s after its removal in two of
-    four runs of the real full-disk test (it stayed once in CI).
-    A tree on a read-only file system is left at once."""
-    deadline = time.monotonic() + _QUIET_LIMIT_S
-    while left := partial():
-        for path in left:
-            shutil.rmtree(path, ignore_errors=True)
-            if path.exists() and _read_only(path):
-                return
-        if time.monotonic() > deadline:
-            return
-        time.sleep(_QUIET_S)
-
-
-def _read_only(path: Path) -> bool:
-    try:
-        return bool(os.statvfs(path).f_flag & os.ST_RDONLY)
-    except OSError:  # gone since it was seen: not read-only
-        return False
