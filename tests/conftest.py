@@ -121,7 +121,7 @@ def _freeze_survivors():
     What a worker keeps alive grows to about a million objects, most of them
     JAX's tracing caches (jaxprs, their variables, source info), and each of
     Python's full collections walks them all: 37 full collections per worker
-    took 20-22 s of a 317 s suite, the one at the session's end 1.8 s. Frozen
+    took 20-22 s of a 337 s suite, the one at the session's end 1.8 s. Frozen
     after the imports and after each test file (its module fixtures torn
     down), the collector walks only what the files after it made. Garbage
     that a frozen object becomes later (an evicted cache entry in a cycle)
