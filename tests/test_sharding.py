@@ -84,6 +84,10 @@ def test_population_sharded_over_4_devices_matches_1_device(single):
     assert len(pop1) == 6 * 9  # 6 members (padded to 8 on 4 devices) x metrics
     _assert_close(_tagged(single, "pop4"), pop1)
     _assert_close(_tagged(single, "pop2"), pop1)
+    # Two devices running one program 4 times: no deadlock (the process
+    # ended), the same bits each time, one compile.
+    assert single["repeat/pop2"]
+    assert single["repeat/pop2/compiles"] == 1
 
 
 def test_data_parallel_step_averages_gradients(single):
