@@ -14,7 +14,8 @@ compiled with XLA's backend optimisation off: these sizes are tiny and
 compiling dominates. Arrays are saved as ``<tag>/<name>`` by process 0:
 
 * ``single``: ``pop4``/``pop2``/``pop1`` the same sweep over 4, 2, 1 devices,
-  ``repeat/pop2`` whether 3 more runs of the 2-device program gave the same bits;
+  ``pop2-again1..3`` 3 more runs of the 2-device program (``compiles/pop2``:
+  the programs built for all 4);
   ``dp2`` data-parallel PPO over 2 devices; ``dp1`` over 1 device and ``ref``
   ``make_train``; ``grad`` one data-parallel minibatch step vs. averaging the
   per-shard gradients by hand.
@@ -60,40 +61,26 @@ def _compile(fn, *args):
     return jax.jit(fn).lower(*args).compile(compiler_options=FAST)
 
 
-def population(save, tag, mesh=None, repeats=0):
-    """The sweep over ``mesh``; ``repeats`` more runs of its compiled program
-    (``repeat/<tag>``: all bitwise equal to the first)."""
+def population(save, tag, mesh=None, cache=None):
+    """The sweep over ``mesh``, its programs from ``cache`` (a new one if
+    None); returns the cache."""
     from ondevice_rl.train.ppo import PPOConfig
     from ondevice_rl.train.sweep import ProgramCache, run_sweep
 
-    cache = ProgramCache(compiler_options=FAST)
-
-    def sweep():
-        return run_sweep(
-            PPOConfig(**TINY),
-            seeds=3,
-            search={"learning_rate": [1e-3, 1e-2]},
-            env_params={"length": [0.5]},
-            mesh=mesh,
-            cache=cache,
-        )
-
-    result = sweep()
+    cache = cache or ProgramCache(compiler_options=FAST)
+    result = run_sweep(
+        PPOConfig(**TINY),
+        seeds=3,
+        search={"learning_rate": [1e-3, 1e-2]},
+        env_params={"length": [0.5]},
+        mesh=mesh,
+        cache=cache,
+    )
     for m in result.plan.members:
         for name, values in result.metrics[m.index].items():
             save[f"{tag}/{m.index}/{name}"] = values
     save[f"chunks/{tag}"] = np.int64(result.groups[0].chunk_size)
-    if repeats:
-        again = [sweep() for _ in range(repeats)]
-        save[f"repeat/{tag}"] = np.bool_(
-            all(
-                np.array_equal(values, r.metrics[m.index][name])
-                for r in again
-                for m in result.plan.members
-                for name, values in result.metrics[m.index].items()
-            )
-        )
-        save[f"repeat/{tag}/compiles"] = np.int64(cache.compiles)
+    return cache
 
 
 def _save_train(save, tag, out):
@@ -378,7 +365,11 @@ def main(argv: list[str]) -> int:
         population(save, "pop4")
         # Two devices executing the program again and again: the run the
         # scheduler flag keeps from deadlocking (ondevice_rl/cpu/flags.py).
-        population(save, "pop2", make_mesh(devices=devices[:2]), repeats=3)
+        two = make_mesh(devices=devices[:2])
+        cache = population(save, "pop2", two)
+        for i in range(1, 4):
+            population(save, f"pop2-again{i}", two, cache)
+        save["compiles/pop2"] = np.int64(cache.compiles)
         population(save, "pop1", make_mesh(devices=devices[:1]))
         data_parallel(save, "dp2", make_mesh(DATA_AXIS, devices[:2]))
         data_parallel(save, "dp1", make_mesh(DATA_AXIS, devices[:1]))

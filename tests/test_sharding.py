@@ -86,8 +86,13 @@ def test_population_sharded_over_4_devices_matches_1_device(single):
     _assert_close(_tagged(single, "pop2"), pop1)
     # Two devices running one program 4 times: no deadlock (the process
     # ended), the same bits each time, one compile.
-    assert single["repeat/pop2"]
-    assert single["repeat/pop2/compiles"] == 1
+    pop2 = _tagged(single, "pop2")
+    for i in range(1, 4):
+        again = _tagged(single, f"pop2-again{i}")
+        assert again.keys() == pop2.keys()
+        for key in pop2:
+            np.testing.assert_array_equal(again[key], pop2[key], err_msg=key)
+    assert single["compiles/pop2"] == 1
 
 
 def test_data_parallel_step_averages_gradients(single):

@@ -242,7 +242,7 @@ TWO_DEVICE_SCRIPT = """
 """
 
 
-@pytest.mark.slow  # the default suite's twin: test_sharding.py's pop2 repeats
+@pytest.mark.slow  # the default suite's twin: test_sharding.py's pop2-again runs
 def test_population_split_over_two_cpu_devices_runs_repeatedly_same_numbers():
     # Two devices executing at once used to starve the shared pool (the QR);
     # here at the default PPO's size, with the flag that the import sets.
