@@ -19,13 +19,16 @@ $(STAMP): pyproject.toml
 # (tiny programs), and these flags more than halve them (tests/suite_flags.py).
 # A module whose tests share module-scoped programs marks itself with an
 # xdist_group, so that they are built on one worker, not on both.
+# The suite starts about thirty Python processes that import the library
+# (CLI runs, signals, simulated devices): Python writes its bytecode once
+# (__pycache__, ignored by git) even where the environment turns that off.
 TEST_XLA_FLAGS := --xla_backend_optimization_level=0 --xla_cpu_use_fusion_emitters=false
 test: $(STAMP)
-	JAX_PLATFORMS=cpu XLA_FLAGS="$(XLA_FLAGS) $(TEST_XLA_FLAGS)" \
+	PYTHONDONTWRITEBYTECODE= JAX_PLATFORMS=cpu XLA_FLAGS="$(XLA_FLAGS) $(TEST_XLA_FLAGS)" \
 		$(BIN)/python -m pytest -q -n 2 --dist loadgroup
 
 test-slow: $(STAMP)
-	JAX_PLATFORMS=cpu $(BIN)/python -m pytest -q -m slow
+	PYTHONDONTWRITEBYTECODE= JAX_PLATFORMS=cpu $(BIN)/python -m pytest -q -m slow
 
 train: $(STAMP)
 	$(BIN)/ondevice-rl train --env CartPole-v1 --total-timesteps 500000 --seed 0

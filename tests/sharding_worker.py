@@ -6,6 +6,7 @@ Usage::
     python tests/sharding_worker.py multihost OUT.npz PORT NUM_PROCESSES ID
     python tests/sharding_worker.py dp-learn OUT.npz
     python tests/sharding_worker.py dp-run OUT.npz
+    python tests/sharding_worker.py dp-segments OUT.npz
 
 The parent sets ``JAX_PLATFORMS=cpu`` and ``XLA_FLAGS`` (``single`` expects
 ``--xla_force_host_platform_device_count=4``; each ``multihost`` process has
@@ -22,15 +23,16 @@ compiling dominates. Arrays are saved as ``<tag>/<name>`` by process 0:
 * ``multihost``: ``pop2`` and ``dp2`` over the devices of all processes.
 * ``dp-learn``: ``learn`` data-parallel CartPole over every device (100k
   steps, fully optimised; about 10 s).
-* ``dp-run`` (2 devices): ``ondevice-rl train --devices`` and its Python
-  twin: ``cli/`` the CLI run's status, files, ``config.json`` and
-  ``metrics.jsonl`` (with periodic evaluation); ``seg`` a
-  segmented run's rows and ``whole`` the one-shot program's metrics;
-  ``resumed`` a run stopped after the first of two segments (``stopped``)
-  and resumed, and ``straight`` the run without the stop (both with the
-  segmented run's program); ``eval/`` ``ondevice-rl eval`` of
-  the CLI run; ``refused/<i>`` the status, stderr and compile count of each
-  of ``REFUSED``'s command lines.
+* ``dp-run`` (2 devices): ``ondevice-rl train --devices``: ``cli/`` the
+  CLI run's status, files, ``config.json`` and ``metrics.jsonl`` (with
+  periodic evaluation); ``eval/`` ``ondevice-rl eval`` of the CLI run;
+  ``refused/<i>`` the status, stderr and compile count of each of
+  ``REFUSED``'s command lines.
+* ``dp-segments`` (2 devices): its Python twin, ``train_from_config(devices
+  =2)``: ``seg`` a segmented run's rows and ``whole`` the one-shot
+  program's metrics; ``resumed`` a run stopped after the first of two
+  segments (``stopped``) and resumed, and ``straight`` the run without the
+  stop (both with the segmented run's program).
 """
 
 import contextlib
@@ -282,14 +284,8 @@ def _cli(argv: list[str]) -> tuple[int, str]:
     return status, err.getvalue()
 
 
-def data_parallel_runs(save, root: Path):
-    """``ondevice-rl train --devices`` and ``train_from_config(devices=2)``."""
-    import jax
-    from suite_flags import PRODUCT_EMITTERS, product_emitters
-
-    from ondevice_rl.train.ppo import PPOConfig
-    from ondevice_rl.train.ppo.data_parallel import make_train_dp
-    from ondevice_rl.train.run.runner import resume_training, train_from_config
+def data_parallel_cli(save, root: Path):
+    """``ondevice-rl train --devices``, its evaluation and its refusals."""
     from ondevice_rl.train.services.programs import PROGRAMS
 
     out = root / "cli"
@@ -303,6 +299,27 @@ def data_parallel_runs(save, root: Path):
     status, err = _cli(["eval", str(out), "--episodes", "4"])
     save["eval/status"], save["eval/stderr"] = np.int64(status), np.str_(err)
     save["eval/files"] = np.str_(" ".join(sorted(p.name for p in out.iterdir())))
+    for i, argv in enumerate(REFUSED):
+        compiles = PROGRAMS.compiles
+        status, err = _cli(["train", *TINY_FLAGS, *argv, "--no-progress",
+                            "--out", str(root / f"refused-{i}")])  # fmt: skip
+        save[f"refused/{i}/status"], save[f"refused/{i}/stderr"] = (
+            np.int64(status),
+            np.str_(err),
+        )
+        save[f"refused/{i}/compiles"] = np.int64(PROGRAMS.compiles - compiles)
+        save[f"refused/{i}/made"] = np.bool_((root / f"refused-{i}").exists())
+
+
+def data_parallel_segments(save, root: Path):
+    """``train_from_config(devices=2)``: segmented, one-shot, stopped and
+    resumed."""
+    import jax
+    from suite_flags import PRODUCT_EMITTERS, product_emitters
+
+    from ondevice_rl.train.ppo import PPOConfig
+    from ondevice_rl.train.ppo.data_parallel import make_train_dp
+    from ondevice_rl.train.run.runner import resume_training, train_from_config
 
     config = PPOConfig(**TINY)
     with product_emitters():
@@ -333,16 +350,6 @@ def data_parallel_runs(save, root: Path):
     for name, values in resumed.metrics.items():
         save[f"resumed/{name}"] = values
         save[f"straight/{name}"] = straight.metrics[name]
-    for i, argv in enumerate(REFUSED):
-        compiles = PROGRAMS.compiles
-        status, err = _cli(["train", *TINY_FLAGS, *argv, "--no-progress",
-                            "--out", str(root / f"refused-{i}")])  # fmt: skip
-        save[f"refused/{i}/status"], save[f"refused/{i}/stderr"] = (
-            np.int64(status),
-            np.str_(err),
-        )
-        save[f"refused/{i}/compiles"] = np.int64(PROGRAMS.compiles - compiles)
-        save[f"refused/{i}/made"] = np.bool_((root / f"refused-{i}").exists())
 
 
 def main(argv: list[str]) -> int:
@@ -380,9 +387,10 @@ def main(argv: list[str]) -> int:
         data_parallel(save, "dp2")
     elif mode == "dp-learn":
         learn(save, make_mesh(DATA_AXIS))
-    elif mode == "dp-run":
+    elif mode in ("dp-run", "dp-segments"):
+        run = data_parallel_cli if mode == "dp-run" else data_parallel_segments
         with tempfile.TemporaryDirectory() as root:
-            data_parallel_runs(save, Path(root))
+            run(save, Path(root))
     else:
         raise SystemExit(f"unknown mode {mode!r}")
     if jax.process_index() == 0:

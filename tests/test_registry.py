@@ -37,6 +37,10 @@ def test_every_algorithm_has_ppos_public_shape():
         assert "env" not in algorithm.static_fields
 
 
+# Each learner's metrics of a given length from eval_shape of its trainer
+# (tests/test_kit.py::test_every_learner_gives_the_declared_surface) and a
+# compiled make_train's metrics, bitwise (tests/test_golden.py): under slow.
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["ppo", "a2c"])
 def test_make_train_output_has_a_leading_updates_axis(name):
     algorithm = get_algorithm(name)

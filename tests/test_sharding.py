@@ -169,9 +169,17 @@ def test_data_parallel_over_two_devices_learns_cartpole(tmp_path):
 
 @pytest.fixture(scope="module")
 def dp_run(tmp_path_factory) -> dict:
-    """One process, 2 CPU devices: the data-parallel runs' arrays and lines."""
+    """One process, 2 CPU devices: the CLI's data-parallel run and refusals."""
     out = tmp_path_factory.mktemp("dp-run") / "dp-run.npz"
     return _run_worker("dp-run", out, 2)
+
+
+@pytest.fixture(scope="module")
+def dp_segments(tmp_path_factory) -> dict:
+    """One process, 2 CPU devices: data-parallel runs from Python, segmented,
+    one-shot, stopped and resumed."""
+    out = tmp_path_factory.mktemp("dp-segments") / "dp-segments.npz"
+    return _run_worker("dp-segments", out, 2)
 
 
 def test_train_devices_writes_a_run_directory_and_eval_reads_it(dp_run):
@@ -189,8 +197,13 @@ def test_train_devices_writes_a_run_directory_and_eval_reads_it(dp_run):
     assert dp_run["eval/status"] == 0, dp_run["eval/stderr"]  # a policy as any
 
 
-def test_segmented_data_parallel_run_equals_the_one_shot_program(dp_run):
-    seg, whole = _tagged(dp_run, "seg"), _tagged(dp_run, "whole")
+# The segmented and resumed runs' paths are the single-device runner's
+# (tests/test_runner.py, tests/test_resume.py), the data-parallel program's
+# numbers are checked above, and the CLI's run above is segmented: the two
+# checks of their equality over 2 devices (10 s of a process) under slow.
+@pytest.mark.slow
+def test_segmented_data_parallel_run_equals_the_one_shot_program(dp_segments):
+    seg, whole = _tagged(dp_segments, "seg"), _tagged(dp_segments, "whole")
     assert seg.keys() == whole.keys() and len(seg["total_loss"]) == 4
     ended = whole["episodes"] > 0  # a row's episode stats: null where none ended
     for name in seg:  # rows of one update each: the per-update metrics
@@ -200,9 +213,11 @@ def test_segmented_data_parallel_run_equals_the_one_shot_program(dp_run):
         np.testing.assert_array_equal(seg[name], expected, err_msg=name)
 
 
-def test_data_parallel_run_stopped_and_resumed_equals_the_straight_one(dp_run):
-    assert dp_run["stopped/updates"] == 2
-    resumed, straight = _tagged(dp_run, "resumed"), _tagged(dp_run, "straight")
+@pytest.mark.slow
+def test_data_parallel_run_stopped_and_resumed_equals_the_straight_one(dp_segments):
+    assert dp_segments["stopped/updates"] == 2
+    resumed = _tagged(dp_segments, "resumed")
+    straight = _tagged(dp_segments, "straight")
     assert resumed.keys() == straight.keys() and len(resumed["total_loss"]) == 4
     for name in resumed:
         np.testing.assert_array_equal(resumed[name], straight[name], err_msg=name)
