@@ -38,14 +38,9 @@ from ondevice_rl.train import algorithms, get_algorithm
 from ondevice_rl.train.bench.transfers import host_ops
 from ondevice_rl.train.cli import main
 from ondevice_rl.train.run.artifacts import read_metrics
+from ondevice_rl.train.run.compile import compile_programs, lower_segment
 from ondevice_rl.train.run.runner import resume_training, train_from_config
-from ondevice_rl.train.run.segments import (
-    Evaluation,
-    compile_programs,
-    eval_key_for,
-    eval_updates,
-    lower_segment,
-)
+from ondevice_rl.train.run.segments import Evaluation, eval_key_for, eval_updates
 from ondevice_rl.train.services.programs import PROGRAMS
 from ondevice_rl.train.services.tensorboard import metric_tag, read_scalars
 

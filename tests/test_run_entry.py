@@ -109,6 +109,8 @@ def test_each_entry_checks_a_run_once(monkeypatch, tmp_path):
     create = RunSpec.create.__func__
     monkeypatch.setattr(RunSpec, "create", classmethod(counted("spec", create)))
     monkeypatch.setattr(request, "check_fits", counted("fits", request.check_fits))
+    fits = counted("fits", request.check_programs_fit)
+    monkeypatch.setattr(request, "check_programs_fit", fits)
     ondevice_rl.run_training(**RUN, out=None, progress=False)
     assert calls == ["spec", "fits"]
     flags = "--total-timesteps 384 --num-envs 2 --num-steps 8 --hidden 8 "

@@ -26,11 +26,12 @@ import numpy as np
 from ondevice_rl.files.checkpoint import Checkpoints
 from ondevice_rl.train.run import recovery
 from ondevice_rl.train.run.checks import CHECKPOINT_SECONDS, SEGMENT_SECONDS
+from ondevice_rl.train.run.compile import compile_programs
 from ondevice_rl.train.run.plan import Segment, grain, plan_segments, shorter_length
 from ondevice_rl.train.run.rows import RowLog
 from ondevice_rl.train.run.run_files import RunFiles
 from ondevice_rl.train.run.run_spec import RunSpec
-from ondevice_rl.train.run.segments import EVAL_METRIC, Evaluation, compile_programs
+from ondevice_rl.train.run.segments import EVAL_METRIC, Evaluation
 from ondevice_rl.train.services.progress import ProgressBar
 
 #: ``on_segment(updates_done, env_steps, latest_episode_return)``.
@@ -76,17 +77,15 @@ def plan(spec: RunSpec, done: int) -> list[Segment]:
     )
 
 
-def compile_run(run: Run) -> None:
-    """Compiles (or takes from the cache) the plan's programs; the state
-    they start from, restored from the checkpoint when resuming."""
-    spec = run.spec
-    shapes = sorted({s.program for s in run.plan})
+def program_inputs(spec: RunSpec, segments: list[Segment]) -> tuple:
+    """``compile_programs``' (and ``traced_programs``') arguments for the
+    programs of ``segments``."""
+    shapes = sorted({s.program for s in segments})
     evaluation = None
     if spec.eval_every is not None:
         evaluation = Evaluation(spec.eval_every, spec.eval_episodes)
-    run.bar.log(f"compiling {len(shapes)} segment program(s)...")
     key = jax.random.key(spec.seed)
-    run.programs, run.compile_s = compile_programs(
+    return (
         spec.config,
         key,
         spec.hyperparams,
@@ -96,6 +95,14 @@ def compile_run(run: Run) -> None:
         spec.log_every,
         spec.devices,
     )
+
+
+def compile_run(run: Run) -> None:
+    """Compiles (or takes from the cache) the plan's programs; the state
+    they start from, restored from the checkpoint when resuming."""
+    inputs = program_inputs(run.spec, run.plan)
+    run.bar.log(f"compiling {len(inputs[4])} segment program(s)...")
+    run.programs, run.compile_s = compile_programs(*inputs)
     run.bar.log(f"compiled in {run.compile_s:.1f} s")
     run.state = run.programs.initial_state()
     if run.done:

@@ -13,9 +13,11 @@ from typing import Any, NamedTuple
 
 from ondevice_rl.train.run import artifacts
 from ondevice_rl.train.run.checks import DEFAULT_SEED, check_run_args, literal
+from ondevice_rl.train.run.compile import traced_programs
 from ondevice_rl.train.run.devices import check_available, per_device_config
+from ondevice_rl.train.run.loop import plan, program_inputs
 from ondevice_rl.train.run.run_spec import RunSpec
-from ondevice_rl.train.services.memory import check_fits
+from ondevice_rl.train.services.memory import check_fits, check_programs_fit
 from ondevice_rl.train.services.wandb_log import Opener, WandbLog
 
 
@@ -65,7 +67,7 @@ def check_new_run(
         log_every=log_every,
         devices=devices,
     )
-    _check_fits(spec)
+    _check_fits(spec, new=True)
     open_wandb = WandbLog.opener(wandb)
     out = Path(out_dir) if out_dir is not None else None
     if out is not None:  # the lock (a file) comes later, when the run starts
@@ -93,11 +95,17 @@ def check_resume(
     if spec.devices is not None:
         check_available(spec.devices, f"{{resume}} {literal(out)}: devices")
         spec.trainer()  # a data-parallel one checks the config it is built for
-    _check_fits(spec)
+    _check_fits(spec, new=False)
     open_wandb = WandbLog.resumer(out)
     return RunRequest(spec, out, True, False, checkpoint_every, True, open_wandb)
 
 
-def _check_fits(spec: RunSpec) -> None:
-    """One-line ``ValueError`` unless a device holds its share of the run."""
-    check_fits(per_device_config(spec.config, spec.devices))
+def _check_fits(spec: RunSpec, new: bool) -> None:
+    """One-line ``ValueError`` unless a device holds its share of the run.
+    A new run on one device is sized by the programs it compiles, traced
+    here once (compiling lowers these traces); a resumed or data-parallel
+    run by a whole run of its config (each device's share)."""
+    if new and spec.devices is None:
+        check_programs_fit(traced_programs(*program_inputs(spec, plan(spec, 0))))
+    else:
+        check_fits(per_device_config(spec.config, spec.devices))

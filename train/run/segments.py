@@ -1,8 +1,9 @@
-"""A run's compiled programs, bound to its inputs.
+"""A run's programs, bound to its inputs.
 
 ``compile_programs`` gives ``Programs``: ``init(key, hp, env_params) ->
 state`` and, per segment shape ``(n, phase)`` (``train/run/plan.py``),
-``segment(state, hp, env_params[, start, eval_key]) -> (state, Logged)``:
+``segment(state, hp, env_params[, start, eval_key]) -> (state, Logged)``
+(traced and compiled once by ``train/run/compile.py``):
 ``n`` updates of the learner's ``run``, then, still inside the program, the
 per-update metrics reduced to one row per ``log_every`` updates
 (``ondevice_rl.metrics.log_rows``), the last ``FINAL_WINDOW`` per-update
@@ -28,7 +29,6 @@ training stream is untouched and the numbers do not depend on how the run is
 cut into segments.
 """
 
-import time
 from typing import Any, NamedTuple
 
 import jax
@@ -38,10 +38,8 @@ import numpy as np
 from ondevice_rl.evaluation import evaluate
 from ondevice_rl.metrics import FINAL_WINDOW, log_rows, row_updates
 from ondevice_rl.train.kit.state import policy_params
-from ondevice_rl.train.run.devices import run_trainer
 from ondevice_rl.train.run.plan import Segment, eval_updates
 from ondevice_rl.train.services.interrupt import wait_ready
-from ondevice_rl.train.services.programs import PROGRAMS, avals
 
 EVAL_METRIC = "eval_return"
 #: Folded into a run's key to give its evaluation stream.
@@ -212,84 +210,6 @@ def _updates_fn(trainer: Any, evaluation: Evaluation | None):
         return state, metrics
 
     return segment
-
-
-def lower_segment(
-    config: Any,
-    key: Any,
-    hp: Any,
-    env_params: Any,
-    length: int,
-    phase: int = 0,
-    evaluation: Evaluation | None = None,
-    log_every: int = 1,
-    devices: int | None = None,
-) -> jax.stages.Lowered:
-    """The lowered segment program (for compiling, or reading its text)."""
-    trainer = run_trainer(config, devices)
-    state = jax.eval_shape(trainer.init, key, hp, env_params)
-    fn = _segment_fn(trainer, evaluation, log_every)
-    if evaluation is None:
-        run = jax.jit(fn, static_argnums=(3, 4), donate_argnums=0)
-        return run.lower(state, hp, env_params, length, phase)
-    run = jax.jit(fn, static_argnums=(5, 6), donate_argnums=0)
-    start = jax.ShapeDtypeStruct((), jnp.int32)
-    return run.lower(state, hp, env_params, start, eval_key_for(key), length, phase)
-
-
-def compile_programs(
-    config: Any,
-    key: Any,
-    hp: Any,
-    env_params: Any,
-    plan: list[tuple[int, int]],
-    evaluation: Evaluation | None = None,
-    log_every: int = 1,
-    devices: int | None = None,
-) -> tuple[Programs, float]:
-    """Compiles (or takes from the cache) ``init`` and one segment per
-    ``(length, phase)`` of ``plan``, logging rows of ``log_every`` updates,
-    on one device or data-parallel over ``devices``; returns them, bound to
-    these inputs, and the seconds it took."""
-    signature = avals((key, hp, env_params))
-    trainer = run_trainer(config, devices)
-    start = time.perf_counter()
-
-    def build_init(options):
-        lowered = jax.jit(trainer.init).lower(key, hp, env_params)
-        return lowered.compile(compiler_options=options)
-
-    init = PROGRAMS.get(("init", config, devices, signature), build_init)
-
-    def build_segment(length, phase):
-        def build(options):
-            shape = (length, phase, evaluation, log_every, devices)
-            lowered = lower_segment(config, key, hp, env_params, *shape)
-            return lowered.compile(compiler_options=options)
-
-        return build
-
-    def cache_key(length, phase):
-        if evaluation is None:
-            return ("segment", config, devices, signature, length, log_every)
-        return (
-            "segment-eval",
-            config,
-            devices,
-            signature,
-            length,
-            phase,
-            evaluation,
-            log_every,
-        )
-
-    segments = {
-        (n, p): PROGRAMS.get(cache_key(n, p), build_segment(n, p))
-        for n, p in sorted(set(plan))
-    }
-    eval_key = None if evaluation is None else eval_key_for(key)
-    programs = Programs(init, segments, key, hp, env_params, eval_key, log_every)
-    return programs, time.perf_counter() - start
 
 
 def first_nonfinite(

@@ -9,11 +9,14 @@ trajectory, the activations and gradients of a gradient step, the metrics —
 times ``HEADROOM`` for the gaps XLA's buffer packing leaves. Every run
 (``train``, ``--resume``) and every sweep group goes through it: a member
 that does not fit in the budget is refused in one line before anything
-compiles (``check_member_fits``). ``memory_budget`` gives the bytes free per
-device: on a GPU or TPU ``bytes_limit - bytes_in_use`` of
-``device.memory_stats()`` (with JAX's default preallocation the limit is
-the preallocated pool, 75% of the device), on CPU the host's
-``MemAvailable`` shared by its local devices; times ``fraction``.
+compiles (``check_member_fits``). A new run on one device is sized by the
+programs it compiles instead (``check_programs_fit``: its ``init`` and
+segment programs, traced once for both, ``train/run/compile.py``).
+``memory_budget`` gives the bytes free per device: on a GPU or TPU
+``bytes_limit - bytes_in_use`` of ``device.memory_stats()`` (with JAX's
+default preallocation the limit is the preallocated pool, 75% of the
+device), on CPU the host's ``MemAvailable`` shared by its local devices;
+times ``fraction``.
 
 Chunking (sweeps). A chunk holds ``budget // bytes_per_member`` members per
 device; the population is cut into ``n = ceil(P / max_chunk)`` chunks of
@@ -62,7 +65,10 @@ def _gib(n: float) -> str:
 def check_member_fits(config: Any, budget: int, what: str = "this run") -> int:
     """The estimate of ``config``'s member, or ValueError (one line) when it
     exceeds ``budget`` bytes."""
-    need = estimate_member_bytes(config)
+    return _refuse_over(estimate_member_bytes(config), budget, what)
+
+
+def _refuse_over(need: int, budget: int, what: str) -> int:
     if need > budget:
         raise ValueError(
             f"{what} needs about {_gib(need)} of device memory (train state, any "
@@ -149,3 +155,13 @@ def check_fits(config: Any, fraction: float = 0.9) -> int:
     """ValueError (one line) if one run of ``config`` would not fit in
     ``fraction`` of one device's free memory; returns the estimate."""
     return check_member_fits(config, device_budget(fraction))
+
+
+def check_programs_fit(programs: list[jax.stages.Traced], fraction: float = 0.9) -> int:
+    """``check_fits`` of a run by the programs it compiles (its ``init`` and
+    segments, traced): the most any of them takes, times ``HEADROOM``; 0
+    when there are none (all compiled before)."""
+    if not programs:
+        return 0
+    need = int(HEADROOM * max(peak_bytes(p.jaxpr) for p in programs))
+    return _refuse_over(need, device_budget(fraction), "this run")

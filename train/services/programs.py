@@ -36,6 +36,10 @@ class ProgramCache:
     def __len__(self) -> int:
         return len(self._programs)
 
+    def __contains__(self, key: Hashable) -> bool:
+        """Whether the program under ``key`` is compiled (current options)."""
+        return self._full_key(key) in self._programs
+
     def clear(self) -> None:
         self._programs.clear()
 

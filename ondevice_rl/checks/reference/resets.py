@@ -25,15 +25,14 @@ ALPHA = 1e-4
 MIN_CATEGORY = 10
 
 
-def _chi_square_p(ours: np.ndarray, theirs: np.ndarray) -> float:
-    """p-value of one categorical distribution over the distinct rows."""
+def _chi_square_p(index: np.ndarray, n_ours: int, distinct: int) -> float:
+    """p-value of one categorical distribution over the distinct rows:
+    ``index`` ``[n_ours + n_theirs]`` each row's value, ours first."""
     from scipy.stats import chi2_contingency
 
-    rows, index = np.unique(np.concatenate([ours, theirs]), axis=0, return_inverse=True)
-    index = index.reshape(-1)
-    counts = np.zeros((2, len(rows)))
-    np.add.at(counts[0], index[: len(ours)], 1)
-    np.add.at(counts[1], index[len(ours) :], 1)
+    counts = np.zeros((2, distinct))
+    np.add.at(counts[0], index[:n_ours], 1)
+    np.add.at(counts[1], index[n_ours:], 1)
     rare = counts.sum(0) < MIN_CATEGORY
     table = np.concatenate([counts[:, ~rare], counts[:, rare].sum(1, keepdims=True)], 1)
     table = table[:, table.sum(0) > 0]
@@ -65,9 +64,13 @@ def _column_p(a: np.ndarray, b: np.ndarray) -> float:
 def one_distribution_p(ours: np.ndarray, theirs: np.ndarray) -> tuple[float, str]:
     """``(p-value, the test named)`` of ``ours`` and ``theirs`` (``[n, D]``
     float64 each) drawn from one distribution, corrected for the tests run."""
-    distinct = len(np.unique(np.concatenate([ours, theirs]), axis=0))
+    values, index = np.unique(
+        np.concatenate([ours, theirs]), axis=0, return_inverse=True
+    )
+    distinct = len(values)
     if distinct <= len(ours) // 4:
-        return _chi_square_p(ours, theirs), f"chi-square over {distinct} values"
+        p = _chi_square_p(index.reshape(-1), len(ours), distinct)
+        return p, f"chi-square over {distinct} values"
     ps = [_column_p(a, b) for a, b in zip(ours.T, theirs.T, strict=True)]
     column = int(np.argmin(ps))
     corrected = min(1.0, ps[column] * ours.shape[1])
