@@ -11,6 +11,7 @@ that the CLI names its flags and ``run_training`` its keywords.
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from ondevice_rl.files.checkpoint import Checkpoints
 from ondevice_rl.train.run import artifacts
 from ondevice_rl.train.run.checks import DEFAULT_SEED, check_run_args, literal
 from ondevice_rl.train.run.compile import traced_programs
@@ -67,7 +68,7 @@ def check_new_run(
         log_every=log_every,
         devices=devices,
     )
-    _check_fits(spec, new=True)
+    _check_fits(spec, 0)
     open_wandb = WandbLog.opener(wandb)
     out = Path(out_dir) if out_dir is not None else None
     if out is not None:  # the lock (a file) comes later, when the run starts
@@ -95,17 +96,19 @@ def check_resume(
     if spec.devices is not None:
         check_available(spec.devices, f"{{resume}} {literal(out)}: devices")
         spec.trainer()  # a data-parallel one checks the config it is built for
-    _check_fits(spec, new=False)
+    # The newest checkpoint by name: the run verifies it when it starts.
+    newest = Checkpoints(out / artifacts.CHECKPOINT_DIR).latest() or 0
+    _check_fits(spec, newest)
     open_wandb = WandbLog.resumer(out)
     return RunRequest(spec, out, True, False, checkpoint_every, True, open_wandb)
 
 
-def _check_fits(spec: RunSpec, new: bool) -> None:
-    """One-line ``ValueError`` unless a device holds its share of the run.
-    A new run on one device is sized by the programs it compiles, traced
-    here once (compiling lowers these traces); a resumed or data-parallel
-    run by a whole run of its config (each device's share)."""
-    if new and spec.devices is None:
-        check_programs_fit(traced_programs(*program_inputs(spec, plan(spec, 0))))
+def _check_fits(spec: RunSpec, done: int) -> None:
+    """One-line ``ValueError`` unless a device holds its share of the run
+    from update ``done``. On one device the run is sized by the programs it
+    compiles, traced here once (compiling lowers these traces); a
+    data-parallel run by a whole run of each device's share."""
+    if spec.devices is None:
+        check_programs_fit(traced_programs(*program_inputs(spec, plan(spec, done))))
     else:
         check_fits(per_device_config(spec.config, spec.devices))

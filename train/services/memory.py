@@ -9,7 +9,7 @@ trajectory, the activations and gradients of a gradient step, the metrics —
 times ``HEADROOM`` for the gaps XLA's buffer packing leaves. Every run
 (``train``, ``--resume``) and every sweep group goes through it: a member
 that does not fit in the budget is refused in one line before anything
-compiles (``check_member_fits``). A new run on one device is sized by the
+compiles (``check_member_fits``). A run on one device is sized by the
 programs it compiles instead (``check_programs_fit``: its ``init`` and
 segment programs, traced once for both, ``train/run/compile.py``).
 ``memory_budget`` gives the bytes free per device: on a GPU or TPU
