@@ -38,7 +38,7 @@ from ondevice_rl.train import algorithms, get_algorithm
 from ondevice_rl.train.bench.transfers import host_ops
 from ondevice_rl.train.cli import main
 from ondevice_rl.train.run.artifacts import read_metrics
-from ondevice_rl.train.run.compile import compile_programs, lower_segment
+from ondevice_rl.train.run.compile import ProgramInputs, compile_programs, trace_segment
 from ondevice_rl.train.run.runner import resume_training, train_from_config
 from ondevice_rl.train.run.segments import Evaluation, eval_key_for, eval_updates
 from ondevice_rl.train.services.programs import PROGRAMS
@@ -153,9 +153,10 @@ def test_segments_cut_off_the_evaluation_grid_give_the_same_numbers(ppo_run):
     whole = [(0, (2, 0)), (2, (2, 0))]  # the whole run's plan, SEGMENTS of 2
     evaluation = Evaluation(EVERY, EPISODES)
     with product_emitters():
-        programs, _ = compile_programs(
+        inputs = ProgramInputs(
             config, key, hp, None, [(1, 0), (1, 1), (2, 0)], evaluation
         )
+        programs, _ = compile_programs(inputs)
 
     def run(plan):
         state, chunks = programs.init(key, hp, None), []
@@ -175,7 +176,8 @@ def test_segment_with_evaluation_is_host_silent(ppo_run):
     del ppo_run  # its programs are in the cache
     config = run_config("ppo")
     key, hp = jax.random.key(1), config.hyperparams
-    lowered = lower_segment(config, key, hp, None, 2, 0, Evaluation(EVERY, EPISODES))
+    inputs = ProgramInputs(config, key, hp, None, [(2, 0)], Evaluation(EVERY, EPISODES))
+    lowered = trace_segment(inputs, 2, 0).lower()
     with product_emitters():  # the options PPO's run was compiled with
         compiled = [p for k, p in PROGRAMS.entries() if k[0] == "segment-eval"]
     assert compiled and host_ops(lowered, *compiled) == []

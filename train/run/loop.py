@@ -20,18 +20,17 @@ import time
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
-import jax
 import numpy as np
 
 from ondevice_rl.files.checkpoint import Checkpoints
 from ondevice_rl.train.run import recovery
 from ondevice_rl.train.run.checks import CHECKPOINT_SECONDS, SEGMENT_SECONDS
-from ondevice_rl.train.run.compile import compile_programs
+from ondevice_rl.train.run.compile import ProgramInputs, compile_programs
 from ondevice_rl.train.run.plan import Segment, grain, plan_segments, shorter_length
 from ondevice_rl.train.run.rows import RowLog
 from ondevice_rl.train.run.run_files import RunFiles
 from ondevice_rl.train.run.run_spec import RunSpec
-from ondevice_rl.train.run.segments import EVAL_METRIC, Evaluation
+from ondevice_rl.train.run.segments import EVAL_METRIC
 from ondevice_rl.train.services.progress import ProgressBar
 
 #: ``on_segment(updates_done, env_steps, latest_episode_return)``.
@@ -77,32 +76,12 @@ def plan(spec: RunSpec, done: int) -> list[Segment]:
     )
 
 
-def program_inputs(spec: RunSpec, segments: list[Segment]) -> tuple:
-    """``compile_programs``' (and ``traced_programs``') arguments for the
-    programs of ``segments``."""
-    shapes = sorted({s.program for s in segments})
-    evaluation = None
-    if spec.eval_every is not None:
-        evaluation = Evaluation(spec.eval_every, spec.eval_episodes)
-    key = jax.random.key(spec.seed)
-    return (
-        spec.config,
-        key,
-        spec.hyperparams,
-        spec.env_params_tree(),
-        shapes,
-        evaluation,
-        spec.log_every,
-        spec.devices,
-    )
-
-
 def compile_run(run: Run) -> None:
     """Compiles (or takes from the cache) the plan's programs; the state
     they start from, restored from the checkpoint when resuming."""
-    inputs = program_inputs(run.spec, run.plan)
-    run.bar.log(f"compiling {len(inputs[4])} segment program(s)...")
-    run.programs, run.compile_s = compile_programs(*inputs)
+    inputs = ProgramInputs.for_run(run.spec, [s.program for s in run.plan])
+    run.bar.log(f"compiling {len(inputs.shapes)} segment program(s)...")
+    run.programs, run.compile_s = compile_programs(inputs)
     run.bar.log(f"compiled in {run.compile_s:.1f} s")
     run.state = run.programs.initial_state()
     if run.done:
@@ -183,21 +162,9 @@ def _shorten(run: Run, segment: Segment, seconds: float) -> None:
 
 def _compile_more(run: Run) -> None:
     """Adds the programs of the re-planned segments to ``run.programs``."""
-    spec, programs = run.spec, run.programs
-    missing = sorted({s.program for s in run.plan} - set(programs.segments))
-    evaluation = None
-    if spec.eval_every is not None:
-        evaluation = Evaluation(spec.eval_every, spec.eval_episodes)
-    more, seconds = compile_programs(
-        spec.config,
-        programs.key,
-        programs.hp,
-        programs.env_params,
-        missing,
-        evaluation,
-        spec.log_every,
-        spec.devices,
-    )
+    programs = run.programs
+    missing = {s.program for s in run.plan} - set(programs.segments)
+    more, seconds = compile_programs(ProgramInputs.for_run(run.spec, missing))
     run.programs = programs._replace(segments={**programs.segments, **more.segments})
     run.compile_s += seconds
 

@@ -14,9 +14,9 @@ from typing import Any, NamedTuple
 from ondevice_rl.files.checkpoint import Checkpoints
 from ondevice_rl.train.run import artifacts
 from ondevice_rl.train.run.checks import DEFAULT_SEED, check_run_args, literal
-from ondevice_rl.train.run.compile import traced_programs
+from ondevice_rl.train.run.compile import ProgramInputs, traced_programs
 from ondevice_rl.train.run.devices import check_available, per_device_config
-from ondevice_rl.train.run.loop import plan, program_inputs
+from ondevice_rl.train.run.loop import plan
 from ondevice_rl.train.run.run_spec import RunSpec
 from ondevice_rl.train.services.memory import check_fits, check_programs_fit
 from ondevice_rl.train.services.wandb_log import Opener, WandbLog
@@ -109,6 +109,7 @@ def _check_fits(spec: RunSpec, done: int) -> None:
     compiles, traced here once (compiling lowers these traces); a
     data-parallel run by a whole run of each device's share."""
     if spec.devices is None:
-        check_programs_fit(traced_programs(*program_inputs(spec, plan(spec, done))))
+        shapes = [s.program for s in plan(spec, done)]
+        check_programs_fit(traced_programs(ProgramInputs.for_run(spec, shapes)))
     else:
         check_fits(per_device_config(spec.config, spec.devices))
