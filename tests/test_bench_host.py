@@ -20,6 +20,9 @@ from ondevice_rl.train.cli import main
 from ondevice_rl.train.kit.on_policy import on_policy_learn
 from ondevice_rl.train.kit.registry import trainer_for
 
+# Its module-scoped programs are built once: its tests share one xdist worker.
+pytestmark = pytest.mark.xdist_group("bench-host")
+
 needs_envpool = pytest.mark.skipif(
     not host.envpool_installed(),
     reason="EnvPool is not installed (the host extra: CPython 3.11-3.13, x86-64 Linux)",

@@ -50,6 +50,9 @@ from ondevice_rl.train.cli import main
 from ondevice_rl.train.kit.registry import algorithms, get_algorithm
 from ondevice_rl.train.services.compile_cache import use_compilation_cache
 
+# Its module-scoped programs are built once: its tests share one xdist worker.
+pytestmark = pytest.mark.xdist_group("cli-fuzz")
+
 # --------------------------------------------------------------------------
 # Running the CLI
 

@@ -16,6 +16,9 @@ from ondevice_rl.train.bench.flops import live_jaxpr
 from ondevice_rl.train.kit.registry import get_algorithm
 from ondevice_rl.train.recipes.loader import load_recipe
 
+# Its module-scoped programs are built once: its tests share one xdist worker.
+pytestmark = pytest.mark.xdist_group("ppo")
+
 #: Every metric the learner reports per update.
 METRIC_NAMES = EPISODE_METRICS + ppo.LossStats._fields
 

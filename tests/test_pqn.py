@@ -10,6 +10,9 @@ import pytest
 from ondevice_rl.metrics import EPISODE_METRICS, final_return
 from ondevice_rl.train import pqn
 
+# Its module-scoped programs are built once: its tests share one xdist worker.
+pytestmark = pytest.mark.xdist_group("pqn")
+
 #: Every metric the learner reports per update.
 METRIC_NAMES = EPISODE_METRICS + pqn.LearnStats._fields + ("epsilon",)
 

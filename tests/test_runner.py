@@ -14,18 +14,23 @@ from ondevice_rl.train.ppo import PPOConfig, make_train
 from ondevice_rl.train.run.artifacts import read_metrics
 from ondevice_rl.train.run.runner import train_from_config
 
-# 8 updates of 4 x 16 steps on a narrow net; 3 segments -> [3, 3, 2]. Small:
-# its programs (the one-shot comparison's compiled twice, with XLA:CPU's own
-# emitters) build and run faster; what is checked holds at any size.
+# 12 updates of 4 x 16 steps on a narrow net; 3 segments -> [4, 4, 4], one
+# segment program. Small: its programs (the one-shot comparison's compiled
+# twice, with XLA:CPU's own emitters) build and run faster; what is checked
+# holds at any size (segments of different lengths composing: test_log_rows
+# re-plans a run into [2, 1, 1, ...] and test_resume stops one anywhere).
 CONFIG = PPOConfig(
     env="CartPole-v1",
     num_steps=16,
     hidden=(8,),
     update_epochs=2,
     num_minibatches=2,
-    total_timesteps=8 * 4 * 16,
+    total_timesteps=12 * 4 * 16,
 )
 SEGMENTS = 3
+
+# Its tests share their programs (the process's program cache): one xdist worker.
+pytestmark = pytest.mark.xdist_group("runner")
 
 
 def _key_data(x):
@@ -72,49 +77,55 @@ def test_interrupt_keeps_what_was_collected(tmp_path):
         if len(calls) == 2:
             raise KeyboardInterrupt
 
-    result = train_from_config(
-        CONFIG,
-        seed=0,
-        out_dir=tmp_path,
-        num_segments=SEGMENTS,
-        progress=False,
-        on_segment=stop_after_second,
-    )
+    with product_emitters():  # the programs of the test above, from the cache
+        result = train_from_config(
+            CONFIG,
+            seed=0,
+            out_dir=tmp_path,
+            num_segments=SEGMENTS,
+            progress=False,
+            on_segment=stop_after_second,
+        )
     assert result.interrupted
-    assert calls == [(3, 3 * CONFIG.batch_size), (6, 6 * CONFIG.batch_size)]
-    assert result.metrics["episode_return"].shape == (6,)
-    assert result.env_steps == 6 * CONFIG.batch_size
+    assert calls == [(4, 4 * CONFIG.batch_size), (8, 8 * CONFIG.batch_size)]
+    assert result.metrics["episode_return"].shape == (8,)
+    assert result.env_steps == 8 * CONFIG.batch_size
 
     rows = read_metrics(tmp_path / "metrics.jsonl")
-    assert [r["update"] for r in rows] == list(range(1, 7))
+    assert [r["update"] for r in rows] == list(range(1, 9))
     np.testing.assert_allclose(
         [r["episode_return"] for r in rows], result.metrics["episode_return"]
     )
     info = json.loads((tmp_path / "config.json").read_text())
-    assert info["status"] == "interrupted" and info["updates"] == 6
+    assert info["status"] == "interrupted" and info["updates"] == 8
     assert (tmp_path / "curve.png").read_bytes()[:4] == b"\x89PNG"
     # The latest checkpoint holds the state after the 2nd segment.
     with checkpoint.Checkpoints(tmp_path / "checkpoint") as checkpoints:
-        assert checkpoints.latest() == 6
-        restored = checkpoints.restore(6, result.state)
+        assert checkpoints.latest() == 8
+        restored = checkpoints.restore(8, result.state)
     _assert_trees_equal(restored, result.state)
-    assert int(restored.update_step) == 6
+    assert int(restored.update_step) == 8
 
 
 def test_ctrl_c_stops_after_the_running_segment(default_sigint):
     """A real SIGINT: the run finishes the segment in flight, then stops."""
 
     def press_ctrl_c(updates, env_steps, episode_return):
-        if updates == 3:
+        if updates == 4:
             os.kill(os.getpid(), signal.SIGINT)
 
     before = signal.getsignal(signal.SIGINT)
-    result = train_from_config(
-        CONFIG, seed=0, num_segments=SEGMENTS, progress=False, on_segment=press_ctrl_c
-    )
+    with product_emitters():  # the programs compiled above, from the cache
+        result = train_from_config(
+            CONFIG,
+            seed=0,
+            num_segments=SEGMENTS,
+            progress=False,
+            on_segment=press_ctrl_c,
+        )
     assert result.interrupted
-    assert result.metrics["episode_return"].shape == (3,)
-    assert int(result.state.update_step) == 3
+    assert result.metrics["episode_return"].shape == (4,)
+    assert int(result.state.update_step) == 4
     assert signal.getsignal(signal.SIGINT) is before
 
 

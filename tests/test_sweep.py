@@ -55,6 +55,9 @@ from ondevice_rl.train.sweep import (
 from ondevice_rl.train.sweep.member_eval import EVAL_SALT
 from ondevice_rl.train.use.loading import load_run
 
+# Its module-scoped programs are built once: its tests share one xdist worker.
+pytestmark = pytest.mark.xdist_group("sweep")
+
 TINY = PPOConfig(
     total_timesteps=2 * 8 * 6,  # 6 updates
     num_envs=2,
