@@ -16,6 +16,9 @@ from ondevice_rl.metrics import EPISODE_METRICS, final_return
 from ondevice_rl.nn.networks import ActorCritic
 from ondevice_rl.train import a2c
 
+# Its module-scoped programs are built once: its tests share one xdist worker.
+pytestmark = pytest.mark.xdist_group("a2c")
+
 #: Every metric the learner reports per update.
 METRIC_NAMES = EPISODE_METRICS + a2c.LossStats._fields
 

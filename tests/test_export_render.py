@@ -28,6 +28,9 @@ from ondevice_rl.train.cli import main
 from ondevice_rl.train.use import renderers
 from ondevice_rl.train.use.export import signature
 
+# Its module-scoped programs are built once: its tests share one xdist worker.
+pytestmark = pytest.mark.xdist_group("export-render")
+
 STEPS, BATCH = 4, 5
 MINATAR = "gymnax/Breakout-MinAtar"
 

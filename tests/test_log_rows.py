@@ -20,6 +20,9 @@ from ondevice_rl.train.run.plan import shorter_length
 from ondevice_rl.train.run.runner import resume_training, train_from_config
 from ondevice_rl.train.services.programs import PROGRAMS
 
+# Its module-scoped programs are built once: its tests share one xdist worker.
+pytestmark = pytest.mark.xdist_group("log-rows")
+
 NAN = np.nan
 #: 24 updates of 2 x 8 steps: a small program, quick to compile.
 TINY = PPOConfig(
