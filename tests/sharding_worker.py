@@ -5,7 +5,6 @@ Usage::
     python tests/sharding_worker.py single OUT.npz
     python tests/sharding_worker.py multihost OUT.npz PORT NUM_PROCESSES ID
     python tests/sharding_worker.py dp-learn OUT.npz
-    python tests/sharding_worker.py dp-run OUT.npz
     python tests/sharding_worker.py dp-segments OUT.npz
 
 The parent sets ``JAX_PLATFORMS=cpu`` and ``XLA_FLAGS`` (``single`` expects
@@ -19,16 +18,15 @@ compiling dominates. Arrays are saved as ``<tag>/<name>`` by process 0:
   the programs built for all 4);
   ``dp2`` data-parallel PPO over 2 devices; ``dp1`` over 1 device and ``ref``
   ``make_train``; ``grad`` one data-parallel minibatch step vs. averaging the
-  per-shard gradients by hand.
+  per-shard gradients by hand; and ``ondevice-rl train --devices all``
+  (over the 4): ``cli/`` the CLI run's status, files, ``config.json`` and
+  ``metrics.jsonl`` (with periodic evaluation); ``eval/`` ``ondevice-rl
+  eval`` of the CLI run; ``refused/<i>`` the status, stderr and compile
+  count of each of ``REFUSED``'s command lines.
 * ``multihost``: ``pop2`` and ``dp2`` over the devices of all processes.
 * ``dp-learn``: ``learn`` data-parallel CartPole over every device (100k
   steps, fully optimised; about 10 s).
-* ``dp-run`` (2 devices): ``ondevice-rl train --devices``: ``cli/`` the
-  CLI run's status, files, ``config.json`` and ``metrics.jsonl`` (with
-  periodic evaluation); ``eval/`` ``ondevice-rl eval`` of the CLI run;
-  ``refused/<i>`` the status, stderr and compile count of each of
-  ``REFUSED``'s command lines.
-* ``dp-segments`` (2 devices): its Python twin, ``train_from_config(devices
+* ``dp-segments`` (2 devices): the CLI run's Python twin, ``train_from_config(devices
   =2)``: ``seg`` a segmented run's rows and ``whole`` the one-shot
   program's metrics; ``resumed`` a run stopped after the first of two
   segments (``stopped``) and resumed, and ``straight`` the run without the
@@ -265,12 +263,12 @@ TINY_FLAGS = [
     "--total-timesteps", "128", "--num-envs", "4", "--num-steps", "8",
     "--update-epochs", "1", "--num-minibatches", "2", "--hidden", "8",
 ]  # fmt: skip
-#: Data-parallel runs refused before anything compiles (with 2 devices).
+#: Data-parallel runs refused before anything compiles (with 4 devices).
 REFUSED = [
     ["--devices", "2", "--num-envs", "3"],
     ["--devices", "2", "--num-minibatches", "32"],
     ["--devices", "2", "--normalize-obs"],
-    ["--devices", "3"],
+    ["--devices", "5"],
 ]
 
 
@@ -382,15 +380,16 @@ def main(argv: list[str]) -> int:
         data_parallel(save, "dp1", make_mesh(DATA_AXIS, devices[:1]))
         single_device_ppo(save, "ref")
         gradient_average(save, make_mesh(DATA_AXIS, devices[:2]))
+        with tempfile.TemporaryDirectory() as root:
+            data_parallel_cli(save, Path(root))
     elif mode == "multihost":
         population(save, "pop2")
         data_parallel(save, "dp2")
     elif mode == "dp-learn":
         learn(save, make_mesh(DATA_AXIS))
-    elif mode in ("dp-run", "dp-segments"):
-        run = data_parallel_cli if mode == "dp-run" else data_parallel_segments
+    elif mode == "dp-segments":
         with tempfile.TemporaryDirectory() as root:
-            run(save, Path(root))
+            data_parallel_segments(save, Path(root))
     else:
         raise SystemExit(f"unknown mode {mode!r}")
     if jax.process_index() == 0:

@@ -64,7 +64,8 @@ def _run_worker(mode: str, out: Path, devices: int) -> dict:
 
 @pytest.fixture(scope="module")
 def single(tmp_path_factory) -> dict:
-    """One process, 4 CPU devices: every single-process check's arrays."""
+    """One process, 4 CPU devices: every single-process check's arrays, the
+    CLI's data-parallel run and refusals included (one process start)."""
     return _run_worker("single", tmp_path_factory.mktemp("single") / "single.npz", 4)
 
 
@@ -164,14 +165,7 @@ def test_data_parallel_over_two_devices_learns_cartpole(tmp_path):
     assert returns[-10:].mean() > returns[:10].mean() + 50.0
 
 
-# --- ondevice-rl train --devices: one run over 2 simulated devices --------------
-
-
-@pytest.fixture(scope="module")
-def dp_run(tmp_path_factory) -> dict:
-    """One process, 2 CPU devices: the CLI's data-parallel run and refusals."""
-    out = tmp_path_factory.mktemp("dp-run") / "dp-run.npz"
-    return _run_worker("dp-run", out, 2)
+# --- ondevice-rl train --devices: one run over the 4 simulated devices -----------
 
 
 @pytest.fixture(scope="module")
@@ -182,19 +176,19 @@ def dp_segments(tmp_path_factory) -> dict:
     return _run_worker("dp-segments", out, 2)
 
 
-def test_train_devices_writes_a_run_directory_and_eval_reads_it(dp_run):
-    assert dp_run["cli/status"] == 0, dp_run["cli/stderr"]
-    files = str(dp_run["cli/files"]).split()
+def test_train_devices_writes_a_run_directory_and_eval_reads_it(single):
+    assert single["cli/status"] == 0, single["cli/stderr"]
+    files = str(single["cli/files"]).split()
     for name in ("config.json", "metrics.jsonl", "curve.png", "checkpoint"):
         assert name in files, files
-    info = json.loads(str(dp_run["cli/config"]))
-    assert info["devices"] == 2 and info["status"] == "finished"  # --devices all
+    info = json.loads(str(single["cli/config"]))
+    assert info["devices"] == 4 and info["status"] == "finished"  # --devices all
     assert info["updates"] == 4
-    rows = [json.loads(line) for line in str(dp_run["cli/metrics"]).splitlines()]
+    rows = [json.loads(line) for line in str(single["cli/metrics"]).splitlines()]
     assert [r["update"] for r in rows] == [1, 2, 3, 4]
     evaluated = [r["update"] for r in rows if r["eval_return"] is not None]
     assert evaluated == [2, 4]  # --eval-every 2, inside the program
-    assert dp_run["eval/status"] == 0, dp_run["eval/stderr"]  # a policy as any
+    assert single["eval/status"] == 0, single["eval/stderr"]  # a policy as any
 
 
 # The segmented and resumed runs' paths are the single-device runner's
@@ -223,20 +217,20 @@ def test_data_parallel_run_stopped_and_resumed_equals_the_straight_one(dp_segmen
         np.testing.assert_array_equal(resumed[name], straight[name], err_msg=name)
 
 
-def test_what_data_parallel_cannot_do_is_one_line_before_compiling(dp_run):
+def test_what_data_parallel_cannot_do_is_one_line_before_compiling(single):
     expected = [
         "--devices 2: num_envs=3 is not divisible by 2 devices",
         "--devices 2: per-device batch 16 is not divisible by num_minibatches=32",
         "--devices 2: data-parallel PPO does not normalise obs or rewards",
-        "--devices 3: only 2 devices here (on CPU, XLA_FLAGS="
-        "--xla_force_host_platform_device_count=3 simulates more)",
+        "--devices 5: only 4 devices here (on CPU, XLA_FLAGS="
+        "--xla_force_host_platform_device_count=5 simulates more)",
     ]
     for i, message in enumerate(expected):
-        err = str(dp_run[f"refused/{i}/stderr"])
-        assert dp_run[f"refused/{i}/status"] == 2, err
+        err = str(single[f"refused/{i}/stderr"])
+        assert single[f"refused/{i}/status"] == 2, err
         assert err == f"ondevice-rl train: error: {message}\n", err
-        assert dp_run[f"refused/{i}/compiles"] == 0
-        assert not dp_run[f"refused/{i}/made"]  # nothing written
+        assert single[f"refused/{i}/compiles"] == 0
+        assert not single[f"refused/{i}/made"]  # nothing written
 
 
 # --- configuration of the multi-controller runtime (no subprocess) ---------------
