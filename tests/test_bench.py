@@ -13,6 +13,10 @@ from ondevice_rl.train.bench.transfers import TransferCounter, host_ops
 from ondevice_rl.train.cli import main
 
 
+@pytest.mark.slow  # ~10 s of compiles; its parts run in the default suite:
+# bench env and bench train measured for real by test_bench_suite.py's
+# test_gpu_suite_small, bench host through the CLI by test_bench_host.py's
+# test_cli_table_json_and_plot, the bench command's flags by test_cli_fuzz.py.
 def test_bench_quick_end_to_end(tmp_path, capsys, monkeypatch):
     # The quick path at smaller quick sizes (one env batch timed once, two
     # PPO updates for train and host): the same parts, rows and checks, fewer

@@ -498,6 +498,10 @@ def _compare_with_craftax(craftax_id: str, limit: int) -> None:
     assert bool(ts.terminated) and not bool(ts.truncated)
 
 
+@pytest.mark.slow  # ~8 s: compiling Craftax's own step; the default suite builds
+# the adapter's learner on its observations (test_recipes.py's
+# test_suite_recipes_build_their_learner) and test_names_are_the_suites_own
+# checks its names.
 def test_craftax_classic_matches_craftax_step():
     _compare_with_craftax("Craftax-Classic-Symbolic-v1", 10_000)
 
