@@ -1,8 +1,9 @@
 """An environment of one's own: the worked example (docs/examples/taxi_port),
 given only by its entry string or by its package's entry point, trained,
 evaluated and loaded in a fresh process; one-line errors for what cannot be
-made. (docs/porting.md's snippets, run by tests/test_docs.py, check it
-against gymnasium: 0 mismatches, deliveries included.)
+made; and checked against gymnasium's Taxi through the example's own
+reference and sync, at small sizes (docs/porting.md's check-env fence runs
+it in full under ``make test-slow``: 0 mismatches, deliveries included).
 
 The example package is put on ``PYTHONPATH`` and its entry point comes from
 an ``entry_points.txt`` in a temporary ``*.dist-info`` (no pip install).
@@ -20,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from ondevice_rl import envs
+from ondevice_rl.checks.check_env import check_env
 from ondevice_rl.envs import registry
 from ondevice_rl.envs.cartpole import CartPole
 from ondevice_rl.envs.entry import EnvEntryError
@@ -130,6 +132,24 @@ def test_a_protocol_violation_stops_train_and_sweep_before_compiling(command, ca
         f"{entry}` runs every check)\n"
     )
     assert rc == 2
+
+
+def test_the_examples_sync_makes_gymnasium_agree_with_the_port(example):
+    """check-env's reference checks through ``taxi_port.sync`` (``reference``,
+    ``sync_taxi``), at sizes that take seconds: the port's resets drawn like
+    gymnasium's and its steps equal to gymnasium's from the same state."""
+    from taxi_port.env import make_taxi
+    from taxi_port.sync import reference, sync_taxi
+
+    report = check_env(
+        make_taxi(), num_envs=8, num_steps=16, random_sets=1, speed_seconds=0,
+        reference_env=reference(), sync_state=sync_taxi, reference_steps=250,
+        reset_samples=300,
+    )  # fmt: skip
+    assert report.ok, str(report)
+    results = {r.name: r for r in report.results}
+    assert "0 mismatches" in results["conformance"].detail
+    assert "reset distribution" in results
 
 
 def test_a_wrong_sync_fails_the_check_with_exit_1(capsys):
