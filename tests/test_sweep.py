@@ -44,6 +44,7 @@ from ondevice_rl.train.sweep import (
     SweepSpecError,
     Uniform,
     build_plan,
+    member_eval,
     programs,
     report,
     request,
@@ -547,9 +548,16 @@ def test_population_of_256_cartpole_members_on_cpu():
     assert result.best.last10pct_mean > 100.0
 
 
-def test_seed_sets_state_iqm_ci_and_worst_seed_per_set(base, alone, tmp_path, capsys):
+def test_seed_sets_state_iqm_ci_and_worst_seed_per_set(
+    base, alone, tmp_path, capsys, monkeypatch
+):
     """``ondevice-rl seeds``' engine: a recipe over disjoint sets of seeds
     (here TINY, 2 sets of 4: the fixture's program)."""
+    traces = []
+    evaluate_members = member_eval.evaluate
+    monkeypatch.setattr(
+        member_eval, "evaluate", lambda *a: traces.append(1) or evaluate_members(*a)
+    )
     record = seed_sets.measure(TINY, range(10, 18), sets=2, eval_episodes=3)
     assert [r["seeds"] for r in record["sets"]] == [
         "seeds 10-13", "seeds 14-17", "all 8 seeds"
@@ -598,6 +606,9 @@ def test_seed_sets_state_iqm_ci_and_worst_seed_per_set(base, alone, tmp_path, ca
     assert sorted(p.name for p in (where / "search").iterdir()) == [
         "round-2", "round-3"
     ]  # fmt: skip
+    # The four measurements above (the command's included) evaluated their
+    # members with one program, traced once.
+    assert len(traces) <= 1
 
 
 def _the_seeds_command_states_the_same(record, tmp_path, capsys):
