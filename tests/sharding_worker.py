@@ -26,11 +26,12 @@ compiling dominates. Arrays are saved as ``<tag>/<name>`` by process 0:
 * ``multihost``: ``pop2`` and ``dp2`` over the devices of all processes.
 * ``dp-learn``: ``learn`` data-parallel CartPole over every device (100k
   steps, fully optimised; about 10 s).
-* ``dp-segments`` (2 devices): the CLI run's Python twin, ``train_from_config(devices
-  =2)``: ``seg`` a segmented run's rows and ``whole`` the one-shot
-  program's metrics; ``resumed`` a run stopped after the first of two
-  segments (``stopped``) and resumed, and ``straight`` the run without the
-  stop (both with the segmented run's program).
+* ``dp-segments`` (2 devices): the CLI run's Python twin,
+  ``train_from_config(devices=2)``: ``seg`` a segmented run's rows and
+  ``whole`` the one-shot program's metrics; ``resumed`` a run stopped
+  after the first of two segments (``stopped``) and resumed, and
+  ``straight`` the run without the stop (both with the segmented run's
+  program).
 """
 
 import contextlib

@@ -554,9 +554,9 @@ def test_seed_sets_state_iqm_ci_and_worst_seed_per_set(
     """``ondevice-rl seeds``' engine: a recipe over disjoint sets of seeds
     (here TINY, 2 sets of 4: the fixture's program)."""
     traces = []
-    evaluate_members = member_eval.evaluate
+    plain_evaluate = member_eval.evaluate  # called once per evaluator trace
     monkeypatch.setattr(
-        member_eval, "evaluate", lambda *a: traces.append(1) or evaluate_members(*a)
+        member_eval, "evaluate", lambda *a: traces.append(1) or plain_evaluate(*a)
     )
     record = seed_sets.measure(TINY, range(10, 18), sets=2, eval_episodes=3)
     assert [r["seeds"] for r in record["sets"]] == [

@@ -18,9 +18,9 @@ EVAL_SALT = 0xE7A1
 @functools.lru_cache(maxsize=8)
 def _evaluator(config: Any, episodes: int):
     """Members' params ``[S, ...]`` and seeds ``[S]`` uint32 to mean returns
-    ``[S]``, jitted: one per config and episode count, so that the sets of
-    ``seeds`` and the search seeds of ``compare`` share one compiled
-    program."""
+    ``[S]``, jitted: one per config and episode count, so that every call
+    in a process (``seeds`` measured again, ``compare``'s methods) shares
+    one compiled program."""
     trainer = trainer_for(config)
 
     def one(p, key):
